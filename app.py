@@ -1,0 +1,82 @@
+"""The Frontdesk WSGI application: ``create_app()`` wires config, pool, middleware, routes."""
+
+import logging
+
+import falcon
+
+import config as config_module
+import db
+import errors
+from middleware.auth import LEVELS
+from middleware.auth import RequireAccess
+from middleware.auth import TokenAuth
+from middleware.request_id import RequestId
+from middleware.validation import JSONHandler
+from middleware.validation import JSONSchemaValidation
+from middleware.validation import load_validators
+from resources import JSON
+from resources import accounts
+from resources import health
+from resources import profile
+from resources import sessions
+
+ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
+
+
+def routes(pool, queries, config, validators):
+    """Every route and its resource; the access matrix is what these declare."""
+    return [
+        ('/healthz', health.Health()),
+        ('/readyz', health.Ready(pool, queries)),
+        ('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)),
+        (ACCOUNT, accounts.AccountItem(pool, queries, validators)),
+        (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
+        (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
+        ('/api/v1/profile', profile.Profile()),
+        ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
+        ('/auth/sign_out', sessions.SignOut(pool, queries)),
+        ('/auth/validate_token', sessions.ValidateToken()),
+    ]
+
+
+def check_access_declarations(route_table):
+    """Refuse to boot when a responder has no access level, or a bad one."""
+    for template, resource in route_table:
+        declared = getattr(resource, 'access', {})
+        for method in falcon.COMBINED_METHODS:
+            if hasattr(resource, f'on_{method.lower()}') and method not in declared:
+                raise RuntimeError(f'{type(resource).__name__}.on_{method.lower()} has no access level')
+        for method, level in declared.items():
+            if level not in LEVELS:
+                raise RuntimeError(f'{type(resource).__name__}: unknown access level {level!r}')
+            if level in ('member', 'administrator') and '{account_id' not in template:
+                raise RuntimeError(f'{template}: {level} access needs an account_id in the route')
+
+
+def create_app(config=None, pool=None):
+    """Build the app. Tests inject ``config`` and ``pool``; gunicorn calls it bare."""
+    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s %(message)s')
+    config = config or config_module.load_or_exit()
+    pool = pool or db.create_pool(config)
+    queries = db.load_queries()
+    validators = load_validators()
+    route_table = routes(pool, queries, config, validators)
+    check_access_declarations(route_table)
+
+    app = falcon.App(
+        media_type=JSON,
+        middleware=[
+            RequestId(config.forwarded_allow_ips),
+            TokenAuth(pool, queries, config),
+            RequireAccess(),
+            JSONSchemaValidation(validators, config.avatar_max_bytes),
+        ],
+    )
+    json_handler = JSONHandler()
+    app.req_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler})
+    app.resp_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler, JSON: json_handler})
+    app.req_options.strip_url_path_trailing_slash = True
+    errors.install(app)
+    for template, resource in route_table:
+        app.add_route(template, resource)
+    return app

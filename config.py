@@ -1,0 +1,133 @@
+"""Settings read once from the environment and checked at start."""
+
+import dataclasses
+import os
+import sys
+import urllib.parse
+
+SIGNUP_MODES = ('true', 'false', 'api_only')
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    database_url: str
+    enable_account_signup: str = 'true'
+    hcaptcha_secret: str | None = None
+    hcaptcha_verify_url: str = 'https://api.hcaptcha.com/siteverify'
+    frontend_url: str = 'http://localhost:3000'
+    mail_from: str = 'Frontdesk <accounts@localhost>'
+    smtp_host: str = 'localhost'
+    smtp_port: int = 25
+    smtp_username: str | None = None
+    smtp_password: str | None = dataclasses.field(default=None, repr=False)
+    smtp_starttls: bool = False
+    avatar_dir: str = './var/avatars'
+    avatar_url_prefix: str = '/avatars/'
+    avatar_max_bytes: int = 15 * 1024 * 1024
+    token_lifespan_days: int = 60
+    max_tokens_per_user: int = 25
+    bcrypt_rounds: int = 12
+    rate_limits: bool = True
+    forwarded_allow_ips: frozenset = frozenset({'127.0.0.1', '::1'})
+    pool_max_size: int = 2
+    pool_timeout: float = 5.0
+
+    @property
+    def signup_enabled(self):
+        return self.enable_account_signup != 'false'
+
+
+class ConfigError(Exception):
+    """One invalid variable; the message names it."""
+
+
+def _int(env, name, default, low, high):
+    raw = env.get(name)
+    if raw is None or raw == '':
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f'{name} must be an integer, got {raw!r}') from None
+    if not low <= value <= high:
+        raise ConfigError(f'{name} must be between {low} and {high}, got {value}')
+    return value
+
+
+def _float(env, name, default, low, high):
+    raw = env.get(name)
+    if raw is None or raw == '':
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f'{name} must be a number, got {raw!r}') from None
+    if not low <= value <= high:
+        raise ConfigError(f'{name} must be between {low} and {high}, got {value}')
+    return value
+
+
+def _bool(env, name, default, true='true', false='false'):
+    raw = env.get(name)
+    if raw is None or raw == '':
+        return default
+    if raw.lower() == true:
+        return True
+    if raw.lower() == false:
+        return False
+    raise ConfigError(f'{name} must be {true} or {false}, got {raw!r}')
+
+
+def _url(env, name, default):
+    value = env.get(name) or default
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ('http', 'https') or not parts.netloc:
+        raise ConfigError(f'{name} must be an http(s) URL, got {value!r}')
+    return value.rstrip('/')
+
+
+def load(env=None):
+    """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
+    env = os.environ if env is None else env
+    database_url = env.get('DATABASE_URL')
+    if not database_url:
+        raise ConfigError('DATABASE_URL must be set (scripts/run sets it for the embedded database)')
+    signup = env.get('ENABLE_ACCOUNT_SIGNUP', 'true') or 'true'
+    if signup not in SIGNUP_MODES:
+        raise ConfigError(f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}')
+    prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
+    if not prefix.endswith('/'):
+        raise ConfigError(f'AVATAR_URL_PREFIX must end with "/", got {prefix!r}')
+    allow = frozenset(ip.strip() for ip in (env.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1').split(',') if ip.strip())
+    return Config(
+        database_url=database_url,
+        enable_account_signup=signup,
+        hcaptcha_secret=env.get('HCAPTCHA_SECRET') or None,
+        hcaptcha_verify_url=_url(env, 'HCAPTCHA_VERIFY_URL', 'https://api.hcaptcha.com/siteverify'),
+        frontend_url=_url(env, 'FRONTEND_URL', 'http://localhost:3000'),
+        mail_from=env.get('MAIL_FROM') or 'Frontdesk <accounts@localhost>',
+        smtp_host=env.get('SMTP_HOST') or 'localhost',
+        smtp_port=_int(env, 'SMTP_PORT', 25, 1, 65535),
+        smtp_username=env.get('SMTP_USERNAME') or None,
+        smtp_password=env.get('SMTP_PASSWORD') or None,
+        smtp_starttls=_bool(env, 'SMTP_STARTTLS', False),
+        avatar_dir=env.get('AVATAR_DIR') or './var/avatars',
+        avatar_url_prefix=prefix,
+        avatar_max_bytes=_int(env, 'AVATAR_MAX_BYTES', 15 * 1024 * 1024, 1024, 1024**3),
+        token_lifespan_days=_int(env, 'TOKEN_LIFESPAN_DAYS', 60, 1, 3650),
+        max_tokens_per_user=_int(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
+        bcrypt_rounds=_int(env, 'BCRYPT_ROUNDS', 12, 4, 31),
+        rate_limits=_bool(env, 'RATE_LIMITS', True, true='on', false='off'),
+        forwarded_allow_ips=allow,
+        pool_max_size=_int(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
+        pool_timeout=_float(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60),
+    )
+
+
+def load_or_exit(env=None):
+    """Like load(), but stop the process with one line naming the variable."""
+    try:
+        return load(env)
+    except ConfigError as ex:
+        sys.stderr.write(f'frontdesk: invalid configuration: {ex}\n')
+        sys.exit(2)

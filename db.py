@@ -1,0 +1,82 @@
+"""The connection pool, the named-query loader and the migration runner."""
+
+import pathlib
+import re
+
+import psycopg
+import psycopg_pool
+from psycopg.rows import dict_row
+
+ROOT = pathlib.Path(__file__).resolve().parent
+QUERIES_DIR = ROOT / 'sql' / 'queries'
+MIGRATIONS_DIR = ROOT / 'sql' / 'migrations'
+# Any fixed number works; it only has to be the same for every deploy of this service.
+MIGRATION_LOCK_ID = 7_245_001
+
+_NAME_LINE = re.compile(r'^-- name: (\w+)$', re.MULTILINE)
+
+
+def create_pool(config):
+    """Open one pool per process; call it after gunicorn forks.
+
+    Connections are autocommit so a read is one round trip; responders that need
+    several statements to be atomic open ``conn.transaction()`` themselves.
+    """
+    return psycopg_pool.ConnectionPool(
+        config.database_url,
+        min_size=1,
+        max_size=config.pool_max_size,
+        timeout=config.pool_timeout,
+        kwargs={'autocommit': True, 'row_factory': dict_row},
+        name='frontdesk',
+        open=True,
+    )
+
+
+def load_queries(directory=QUERIES_DIR):
+    """Return ``{'<file stem>.<name>': sql}`` for every ``-- name:`` block."""
+    queries = {}
+    for path in sorted(directory.glob('*.sql')):
+        text = path.read_text()
+        chunks = _NAME_LINE.split(text)
+        if chunks[0].strip():
+            raise ValueError(f'{path.name}: text before the first "-- name:" line')
+        for name, body in zip(chunks[1::2], chunks[2::2]):
+            key = f'{path.stem}.{name}'
+            if key in queries:
+                raise ValueError(f'duplicate query name {key}')
+            queries[key] = body.strip()
+    return queries
+
+
+def migration_files(directory=MIGRATIONS_DIR):
+    return sorted(directory.glob('[0-9][0-9][0-9][0-9]_*.sql'))
+
+
+def migrate(conninfo, directory=MIGRATIONS_DIR):
+    """Apply every migration not yet recorded; return the versions applied.
+
+    The advisory lock makes two concurrent runs take turns: the second finds
+    everything applied and does nothing.
+    """
+    applied_now = []
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute('SELECT pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,))
+        try:
+            conn.execute(
+                'CREATE TABLE IF NOT EXISTS schema_migrations ('
+                ' version text PRIMARY KEY,'
+                ' applied_at timestamptz NOT NULL DEFAULT now())'
+            )
+            done = {row[0] for row in conn.execute('SELECT version FROM schema_migrations')}
+            for path in migration_files(directory):
+                version = path.stem
+                if version in done:
+                    continue
+                with conn.transaction():
+                    conn.execute(path.read_text())
+                    conn.execute('INSERT INTO schema_migrations (version) VALUES (%s)', (version,))
+                applied_now.append(version)
+        finally:
+            conn.execute('SELECT pg_advisory_unlock(%s)', (MIGRATION_LOCK_ID,))
+    return applied_now

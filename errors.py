@@ -1,0 +1,148 @@
+"""The error shapes of SPEC.md section 0, and the handlers that produce them.
+
+Every error leaves through ``serialize`` so the body is JSON whatever the client
+accepts. Responders raise the classes below; Falcon's own errors (unknown route,
+malformed JSON, wrong content type, body too large) and database errors are mapped
+to the same shapes here, in one place.
+"""
+
+import logging
+
+import falcon
+import orjson
+import psycopg
+import psycopg_pool
+
+log = logging.getLogger('frontdesk')
+
+NOT_FOUND_BODY = {'error': 'Resource could not be found'}
+UNAUTHENTICATED_BODY = {'errors': ['You need to sign in or sign up before continuing.']}
+FORBIDDEN_ROLE_BODY = {'error': 'You are not authorized to do this action'}
+RETRY_AFTER_SECONDS = '5'
+
+
+class APIError(falcon.HTTPError):
+    """An HTTP error whose body is exactly ``body``."""
+
+    def __init__(self, status, body, headers=None):
+        super().__init__(status, headers=headers)
+        self.body = body
+
+    def to_dict(self, obj_type=dict):
+        return obj_type(self.body)
+
+
+class NotFound(APIError):
+    def __init__(self):
+        super().__init__(falcon.HTTP_404, NOT_FOUND_BODY)
+
+
+class Unauthenticated(APIError):
+    def __init__(self, body=UNAUTHENTICATED_BODY):
+        super().__init__(falcon.HTTP_401, body)
+
+
+class NotAuthorized(APIError):
+    """Signed in, but the role may not do this (SPEC 3.2: 401, not 403)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_401, FORBIDDEN_ROLE_BODY)
+
+
+class BadRequest(APIError):
+    def __init__(self, message):
+        super().__init__(falcon.HTTP_400, {'message': message})
+
+
+class Forbidden(APIError):
+    def __init__(self, message):
+        super().__init__(falcon.HTTP_403, {'message': message})
+
+
+class Unprocessable(APIError):
+    """A 422. ``errors`` is a list of (attribute, full message) pairs."""
+
+    def __init__(self, errors=(), message=None):
+        errors = list(errors)
+        body = {'message': message or ', '.join(text for _, text in errors)}
+        if errors or message is None:
+            body['attributes'] = list(dict.fromkeys(attr for attr, _ in errors))
+        super().__init__(falcon.HTTP_422, body)
+
+    @classmethod
+    def field(cls, attribute, message):
+        return cls([(attribute, message)])
+
+
+class Unavailable(APIError):
+    def __init__(self):
+        super().__init__(
+            falcon.HTTP_503,
+            {'message': 'Service temporarily unavailable'},
+            headers={'Retry-After': RETRY_AFTER_SECONDS},
+        )
+
+
+class TooManyRequests(APIError):
+    def __init__(self, retry_after):
+        super().__init__(
+            falcon.HTTP_429, {'message': 'Retry later'}, headers={'Retry-After': str(retry_after)}
+        )
+
+
+def _body_for(req, ex):
+    if isinstance(ex, APIError):
+        return ex.body
+    status = ex.status_code
+    if status in (404, 405):
+        return NOT_FOUND_BODY
+    if status == 401:
+        return UNAUTHENTICATED_BODY
+    if status == 413:
+        return {'message': ex.description or 'Request body is too large'}
+    if status == 500:
+        return {'message': 'Internal server error', 'request_id': req.context.get('request_id')}
+    return {'message': ex.description or ex.title}
+
+
+def serialize(req, resp, ex):
+    """The one error serializer: JSON always, in the shapes of section 0."""
+    resp.data = orjson.dumps(_body_for(req, ex))
+    resp.content_type = 'application/json; charset=utf-8'
+    resp.append_header('Vary', 'Accept')
+
+
+def _method_not_allowed(req, resp, ex, params):
+    # The reference system routes by method and path together: a known path with an
+    # unknown method is an unknown route, a 404, not a 405 with an Allow header.
+    raise NotFound()
+
+
+def _media_error(req, resp, ex, params):
+    # Falcon's messages here are safe and specific ("Could not parse JSON body - ...").
+    raise BadRequest(ex.description or 'Could not parse the request body')
+
+
+def _database_unavailable(req, resp, ex, params):
+    log.warning('database unavailable: %s request_id=%s', type(ex).__name__, req.context.get('request_id'))
+    raise Unavailable()
+
+
+def _unexpected(req, resp, ex, params):
+    if isinstance(ex, falcon.HTTPError):
+        raise ex
+    log.exception('unhandled %s on %s %s request_id=%s', type(ex).__name__, req.method, req.path,
+                  req.context.get('request_id'))
+    raise falcon.HTTPInternalServerError()
+
+
+def install(app):
+    """Register the serializer and the handlers on ``app``."""
+    app.set_error_serializer(serialize)
+    # Order matters: Falcon picks the most specific class registered.
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(falcon.HTTPMethodNotAllowed, _method_not_allowed)
+    app.add_error_handler(falcon.MediaMalformedError, _media_error)
+    app.add_error_handler(falcon.MediaNotFoundError, _media_error)
+    app.add_error_handler(psycopg.OperationalError, _database_unavailable)
+    app.add_error_handler(psycopg_pool.PoolTimeout, _database_unavailable)

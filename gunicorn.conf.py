@@ -1,0 +1,24 @@
+"""gunicorn settings for Frontdesk (see docs/performance.md for the measurements)."""
+
+import os
+
+wsgi_app = 'app:create_app()'
+bind = os.environ.get('BIND', '127.0.0.1:8000')
+# Sync workers, 3 on 2 cores: measured best for DB-bound endpoints (perf-ceiling notes);
+# each worker opens its own small pool after the fork.
+worker_class = 'sync'
+workers = int(os.environ.get('WEB_CONCURRENCY', '3'))
+timeout = 30
+graceful_timeout = 30
+# The api_access_token header has underscores; gunicorn drops such headers unless told.
+header_map = 'dangerous'
+# Only these peers may set X-Real-IP / X-Request-Id (read by the app, not by gunicorn).
+forwarded_allow_ips = os.environ.get('FORWARDED_ALLOW_IPS', '127.0.0.1,::1')
+accesslog = '-'
+errorlog = '-'
+loglevel = os.environ.get('LOG_LEVEL', 'info')
+# One line per request: method, path (never the query string), status, duration in ms,
+# request id. Headers and bodies, where tokens and passwords travel, are never logged.
+access_log_format = 'access method=%(m)s path=%(U)s status=%(s)s duration_ms=%(M)s request_id=%({x-request-id}o)s'
+# preload_app stays False: psycopg connections must not cross a fork.
+preload_app = False

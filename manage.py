@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Operator commands: migrate, create-user, touch-cache-key (and deliver-mail)."""
+
+import argparse
+import sys
+
+import orjson
+import psycopg
+from psycopg.rows import dict_row
+
+import config as config_module
+import db
+import errors
+from middleware.validation import load_validators
+from services import passwords
+from services import users
+
+
+def cmd_migrate(config, args):
+    applied = db.migrate(config.database_url)
+    print(f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}')
+
+
+def cmd_create_user(config, args):
+    fields = {'email': args.email, 'name': args.name, 'password': args.password, 'confirmed': args.confirmed}
+    if args.account_id is not None:
+        fields.update(account_id=args.account_id, role=args.role)
+    try:
+        load_validators()['user_create'].check(fields)
+    except errors.Unprocessable as ex:
+        sys.exit(f'create-user: {ex.body["message"]}')
+    queries = db.load_queries()
+    hashed = passwords.hash_password(args.password, config.bcrypt_rounds)
+    with psycopg.connect(config.database_url, row_factory=dict_row) as conn:
+        try:
+            user_id = users.create_user(conn, queries, name=args.name.strip(), email=args.email.strip().lower(),
+                                        encrypted_password=hashed, confirmed=args.confirmed)
+        except users.EmailTaken:
+            sys.exit(f'create-user: Email has already been taken ({args.email.strip().lower()})')
+        if args.account_id is not None:
+            try:
+                conn.execute(queries['memberships.insert'], {
+                    'account_id': args.account_id, 'user_id': user_id, 'role': args.role, 'stamp_active': False})
+            except psycopg.errors.ForeignKeyViolation:
+                sys.exit(f'create-user: no account with id {args.account_id}')
+        doc = conn.execute(queries['users.document'], {
+            'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix}).fetchone()['doc']
+    sys.stdout.write(orjson.dumps(orjson.loads(doc), option=orjson.OPT_INDENT_2).decode() + '\n')
+
+
+def cmd_touch_cache_key(config, args):
+    queries = db.load_queries()
+    with psycopg.connect(config.database_url, row_factory=dict_row, autocommit=True) as conn:
+        row = conn.execute(queries['accounts.touch_cache_key'],
+                           {'account_id': args.account_id, 'key': args.key}).fetchone()
+    if row is None:
+        sys.exit(f'touch-cache-key: no account with id {args.account_id}')
+    print(row['doc'])
+
+
+def parser():
+    top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
+    commands = top.add_subparsers(dest='command', required=True)
+
+    commands.add_parser('migrate', help='apply pending migrations (idempotent)').set_defaults(run=cmd_migrate)
+
+    create = commands.add_parser('create-user', help='create a user and print it as JSON')
+    create.add_argument('--email', required=True)
+    create.add_argument('--name', required=True)
+    create.add_argument('--password', required=True)
+    create.add_argument('--account-id', type=int)
+    create.add_argument('--role', choices=('agent', 'administrator'), default='agent')
+    create.add_argument('--confirmed', action='store_true')
+    create.set_defaults(run=cmd_create_user)
+
+    touch = commands.add_parser('touch-cache-key', help="set an account's cache key to now")
+    touch.add_argument('--account-id', type=int, required=True)
+    touch.add_argument('key', choices=('label', 'inbox', 'team'))
+    touch.set_defaults(run=cmd_touch_cache_key)
+    return top
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    config = config_module.load_or_exit()
+    args.run(config, args)
+
+
+if __name__ == '__main__':
+    main()

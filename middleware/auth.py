@@ -1,0 +1,119 @@
+"""Who is calling (TokenAuth) and may they (RequireAccess).
+
+Each resource declares ``access = {'GET': 'member', ...}`` with one level per method:
+
+- ``public``: nobody is looked up (health checks, sign-in);
+- ``optional``: the caller is looked up when credentials are sent (sign-up);
+- ``user``: any signed-in user;
+- ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
+- ``administrator``: an administrator of that account (an agent gets the role 401).
+
+A method with a responder but no declaration is refused, so forgetting fails closed.
+"""
+
+import datetime
+import hmac
+
+import orjson
+
+import errors
+import tokens
+
+LEVELS = ('public', 'optional', 'user', 'member', 'administrator')
+_TOUCH_AFTER = datetime.timedelta(minutes=10)
+
+
+class Caller:
+    """The authenticated user: ids and roles for the access rules, and the user JSON."""
+
+    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token')
+
+    def __init__(self, row, token=None):
+        self.id = row['id']
+        self.email = row['email']
+        self.doc_text = row['doc']
+        self.roles = {entry['id']: entry['role'] for entry in orjson.loads(self.doc_text)['accounts']}
+        # (raw token, client, expires_at) when authenticated with the token headers.
+        self.token = token
+
+
+def access_level(resource, method):
+    if method == 'OPTIONS':
+        return 'public'
+    return getattr(resource, 'access', {}).get(method)
+
+
+class TokenAuth:
+    """Resolve the token headers or ``api_access_token`` into ``req.context.caller``.
+
+    A missing, malformed, unknown, expired or revoked credential leaves the caller
+    None; RequireAccess then answers the one 401 that never says which part was wrong.
+    """
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._config = config
+        self._by_token_sql = queries['auth.user_for_token']
+        self._by_access_token_sql = queries['auth.user_for_access_token']
+        self._touch_sql = queries['auth.touch_token']
+
+    def process_resource(self, req, resp, resource, params):
+        req.context.caller = None
+        if access_level(resource, req.method) in (None, 'public'):
+            return
+        token, client, uid = req.get_header('access-token'), req.get_header('client'), req.get_header('uid')
+        api_token = req.get_header('api_access_token')
+        if token and client and uid:
+            req.context.caller = self._by_token(token, client, uid)
+        elif api_token:
+            with self._pool.connection() as conn:
+                row = conn.execute(self._by_access_token_sql, {
+                    'access_token': api_token,
+                    'avatar_url_prefix': self._config.avatar_url_prefix,
+                }).fetchone()
+            req.context.caller = Caller(row) if row else None
+
+    def _by_token(self, token, client, uid):
+        with self._pool.connection() as conn:
+            row = conn.execute(self._by_token_sql, {
+                'digest': tokens.digest(token),
+                'avatar_url_prefix': self._config.avatar_url_prefix,
+            }).fetchone()
+            if row is None:
+                return None
+            # The digest found the row; client and uid must match too, compared in
+            # constant time so a response's timing tells nothing about either.
+            client_ok = hmac.compare_digest(row['client'].encode(), client.encode('utf-8', 'surrogatepass'))
+            uid_ok = hmac.compare_digest(row['email'].encode(), uid.strip().lower().encode('utf-8', 'surrogatepass'))
+            if not (client_ok and uid_ok):
+                return None
+            if row['now'] - row['last_used_at'] > _TOUCH_AFTER:
+                conn.execute(self._touch_sql, {'token_id': row['token_id']})
+        return Caller(row, token=(token, row['client'], row['expires_at']))
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        caller = req.context.get('caller')
+        if caller is not None and caller.token is not None and resp.status_code < 400:
+            token, client, expires_at = caller.token
+            tokens.set_headers(resp, token, client, expires_at, caller.email)
+
+
+class RequireAccess:
+    """Enforce ``resource.access`` for the caller TokenAuth resolved."""
+
+    def process_resource(self, req, resp, resource, params):
+        level = access_level(resource, req.method)
+        if level is None:
+            raise errors.NotAuthorized()
+        if level in ('public', 'optional'):
+            return
+        caller = req.context.caller
+        if caller is None:
+            raise errors.Unauthenticated()
+        if level == 'user':
+            return
+        role = caller.roles.get(params['account_id'])
+        if role is None:
+            raise errors.NotFound()
+        if level == 'administrator' and role != 'administrator':
+            raise errors.NotAuthorized()

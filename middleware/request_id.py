@@ -1,0 +1,29 @@
+"""Request ids and the client address, trusted only from the configured proxies."""
+
+import re
+import uuid
+
+_REQUEST_ID = re.compile(r'^[A-Za-z0-9._:-]{1,128}$')
+
+
+class RequestId:
+    """Put ``request_id`` and ``client_ip`` in ``req.context``; echo the id.
+
+    nginx overwrites ``X-Request-Id`` and ``X-Real-IP``; a client talking to
+    gunicorn directly could forge them, so they count only from FORWARDED_ALLOW_IPS.
+    """
+
+    def __init__(self, trusted_proxies):
+        self._trusted = trusted_proxies
+
+    def process_request(self, req, resp):
+        trusted = req.remote_addr in self._trusted
+        request_id = req.get_header('X-Request-Id') if trusted else None
+        if not request_id or not _REQUEST_ID.match(request_id):
+            request_id = uuid.uuid4().hex
+        req.context.request_id = request_id
+        real_ip = req.get_header('X-Real-IP') if trusted else None
+        req.context.client_ip = real_ip.strip() if real_ip else req.remote_addr
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        resp.set_header('X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex)

@@ -1,0 +1,146 @@
+"""/api/v1/accounts (sign-up) and /api/v1/accounts/{account_id}[/...]."""
+
+import re
+
+import falcon
+from psycopg.types.json import Jsonb
+
+import errors
+import tokens
+from resources import send_json_text
+from services import captcha
+from services import passwords
+from services import users
+
+INVALID_PARAMS = 'Invalid, please check the signup parameters and try again'
+CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
+
+
+def _text(doc, key):
+    value = doc.get(key)
+    return value.strip() if isinstance(value, str) else ''
+
+
+def _send_row(resp, row):
+    # The membership was checked a moment ago; the account may have gone since.
+    if row is None:
+        raise errors.NotFound()
+    send_json_text(resp, row['doc'])
+
+
+class AccountCollection:
+    """Sign-up, or a new account for the signed-in caller (SPEC 4.1)."""
+
+    access = {'POST': 'optional'}
+    schemas = {'POST': 'account_create'}
+    # The contract puts the 403s, the captcha and the taken address before field rules.
+    deferred_validation = {'POST'}
+
+    def __init__(self, pool, queries, config, validators):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+        self._validate = validators['account_create'].check
+        self._email_pattern = re.compile(validators['definitions'].schema['$defs']['email']['pattern'])
+
+    def on_post(self, req, resp):
+        if not self._config.signup_enabled:
+            raise errors.NotFound()
+        doc, caller = req.context.doc, req.context.caller
+        if not isinstance(doc, dict):
+            raise errors.Forbidden(INVALID_PARAMS)
+        if caller is not None:
+            return self._add_account(req, resp, doc, caller)
+        if not all(_text(doc, key) for key in ('account_name', 'email', 'user_full_name')):
+            raise errors.Forbidden(INVALID_PARAMS)
+        email = _text(doc, 'email').lower()
+        if not self._email_pattern.search(email):
+            raise errors.Forbidden('You have entered an invalid email')
+        captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
+        with self._pool.connection() as conn:
+            taken = conn.execute(self._queries['users.email_taken'], {'email': email}).fetchone()['taken']
+        if taken:
+            raise errors.Forbidden(f'You have already signed up for an account with {email}')
+        self._validate(doc)
+        hashed = passwords.hash_password(doc['password'], self._config.bcrypt_rounds)
+        try:
+            with self._pool.connection() as conn:
+                user_id, token, client, expires_at = users.sign_up(
+                    conn, self._queries, self._config, account_name=_text(doc, 'account_name'),
+                    locale=doc.get('locale') or 'en', name=_text(doc, 'user_full_name'),
+                    email=email, encrypted_password=hashed)
+                user_doc = self._user_document(conn, user_id)
+        except users.EmailTaken:
+            raise errors.Forbidden(f'You have already signed up for an account with {email}') from None
+        tokens.set_headers(resp, token, client, expires_at, email)
+        send_json_text(resp, user_doc, key='data')
+
+    def _add_account(self, req, resp, doc, caller):
+        if not _text(doc, 'account_name'):
+            raise errors.Forbidden(INVALID_PARAMS)
+        self._validate({key: doc[key] for key in ('account_name', 'locale') if key in doc})
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                users.add_account(conn, self._queries, user_id=caller.id, account_name=_text(doc, 'account_name'),
+                                  locale=doc.get('locale') or 'en', stamp_active=True)
+            user_doc = self._user_document(conn, caller.id)
+        send_json_text(resp, user_doc, key='data')
+
+    def _user_document(self, conn, user_id):
+        return conn.execute(self._queries['users.document'], {
+            'user_id': user_id, 'avatar_url_prefix': self._config.avatar_url_prefix,
+        }).fetchone()['doc']
+
+
+class AccountItem:
+    access = {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
+    schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
+
+    def __init__(self, pool, queries, validators):
+        self._pool = pool
+        self._document_sql = queries['accounts.document']
+        self._update_sql = queries['accounts.update']
+        self._fields = tuple(validators['account_update'].schema['properties'])
+
+    def on_get(self, req, resp, account_id):
+        with self._pool.connection() as conn:
+            row = conn.execute(self._document_sql, {'account_id': account_id}).fetchone()
+        _send_row(resp, row)
+
+    def on_put(self, req, resp, account_id):
+        doc = req.context.doc
+        patch = {key: doc[key] for key in self._fields if key in doc}
+        with self._pool.connection() as conn:
+            row = conn.execute(self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}).fetchone()
+        _send_row(resp, row)
+
+    on_patch = on_put
+
+
+class AccountCacheKeys:
+    access = {'GET': 'member'}
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._cache_keys_sql = queries['accounts.cache_keys']
+
+    def on_get(self, req, resp, account_id):
+        with self._pool.connection() as conn:
+            row = conn.execute(self._cache_keys_sql, {'account_id': account_id}).fetchone()
+        _send_row(resp, row)
+        resp.cache_control = [CACHE_CONTROL]
+
+
+class AccountActiveAt:
+    """POST .../update_active_at: the caller's heartbeat in this account."""
+
+    access = {'POST': 'member'}
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._stamp_sql = queries['memberships.stamp_active']
+
+    def on_post(self, req, resp, account_id):
+        with self._pool.connection() as conn:
+            conn.execute(self._stamp_sql, {'user_id': req.context.caller.id, 'account_id': account_id})
+        resp.media = {}

@@ -1,0 +1,51 @@
+-- name: insert
+INSERT INTO accounts (name, locale)
+VALUES (%(name)s, %(locale)s)
+RETURNING id;
+
+-- name: document
+SELECT account_json(a)::text AS doc
+  FROM accounts a
+ WHERE a.id = %(account_id)s;
+
+-- name: update
+-- Only the keys present in the patch change. timezone, industry and company_size live in
+-- custom_attributes beside keys set elsewhere, which are kept; onboarding moves on from
+-- account_update to invite_team and is otherwise left alone.
+WITH patch AS (
+    SELECT %(patch)s::jsonb AS p
+), extra AS (
+    SELECT COALESCE(jsonb_object_agg(key, value), '{}'::jsonb) AS attrs
+      FROM patch, jsonb_each(p)
+     WHERE key IN ('timezone', 'industry', 'company_size')
+)
+UPDATE accounts a
+   SET name = CASE WHEN p ? 'name' THEN p->>'name' ELSE a.name END,
+       locale = CASE WHEN p ? 'locale' THEN p->>'locale' ELSE a.locale END,
+       domain = CASE WHEN p ? 'domain' THEN p->>'domain' ELSE a.domain END,
+       support_email = CASE WHEN p ? 'support_email' THEN p->>'support_email' ELSE a.support_email END,
+       auto_resolve_duration = CASE WHEN p ? 'auto_resolve_duration'
+                                    THEN (p->>'auto_resolve_duration')::integer
+                                    ELSE a.auto_resolve_duration END,
+       custom_attributes = CASE WHEN a.custom_attributes->>'onboarding_step' = 'account_update'
+                                THEN jsonb_set(a.custom_attributes || extra.attrs, '{onboarding_step}', '"invite_team"')
+                                ELSE a.custom_attributes || extra.attrs END,
+       updated_at = now()
+  FROM patch, extra
+ WHERE a.id = %(account_id)s
+RETURNING account_json(a)::text AS doc;
+
+-- name: cache_keys
+SELECT json_build_object('cache_keys', json_build_object(
+           'label', label_cache_key, 'inbox', inbox_cache_key, 'team', team_cache_key))::text AS doc
+  FROM accounts
+ WHERE id = %(account_id)s;
+
+-- name: touch_cache_key
+UPDATE accounts
+   SET label_cache_key = CASE WHEN %(key)s = 'label' THEN extract(epoch FROM now())::bigint::text ELSE label_cache_key END,
+       inbox_cache_key = CASE WHEN %(key)s = 'inbox' THEN extract(epoch FROM now())::bigint::text ELSE inbox_cache_key END,
+       team_cache_key = CASE WHEN %(key)s = 'team' THEN extract(epoch FROM now())::bigint::text ELSE team_cache_key END,
+       updated_at = now()
+ WHERE id = %(account_id)s
+RETURNING json_build_object('label', label_cache_key, 'inbox', inbox_cache_key, 'team', team_cache_key)::text AS doc;

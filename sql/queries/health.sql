@@ -1,0 +1,2 @@
+-- name: applied_migrations
+SELECT version FROM schema_migrations;

@@ -1,0 +1,27 @@
+-- name: insert
+-- No row back means the address is taken; the unique constraint decides, so two
+-- concurrent sign-ups with one address cannot both pass.
+INSERT INTO users (name, email, encrypted_password, access_token, confirmed_at)
+VALUES (%(name)s, %(email)s, %(encrypted_password)s, %(access_token)s,
+        CASE WHEN %(confirmed)s THEN now() END)
+ON CONFLICT (email) DO NOTHING
+RETURNING id;
+
+-- name: email_taken
+SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s) AS taken;
+
+-- name: for_sign_in
+SELECT id, email, encrypted_password, confirmed_at
+  FROM users
+ WHERE email = %(email)s;
+
+-- name: lock_for_token
+-- Serialises token issuance per user (the max-tokens rule) and lets sign-in check that
+-- the password it verified is still the current one.
+SELECT id, encrypted_password
+  FROM users
+ WHERE id = %(user_id)s
+   FOR UPDATE;
+
+-- name: document
+SELECT user_json(%(user_id)s, %(avatar_url_prefix)s)::text AS doc;
