@@ -25,3 +25,13 @@ SELECT id, encrypted_password
 
 -- name: document
 SELECT user_json(%(user_id)s, %(avatar_url_prefix)s)::text AS doc;
+
+-- name: set_password
+-- Setting a password also confirms the address: only its owner could have got here
+-- through a reset link, and a signed-in change already proved the old password.
+UPDATE users
+   SET encrypted_password = %(encrypted_password)s,
+       confirmed_at = COALESCE(confirmed_at, CASE WHEN %(confirm)s THEN now() END),
+       updated_at = now()
+ WHERE id = %(user_id)s
+RETURNING id;

@@ -1,0 +1,69 @@
+"""create_app() builds: every query resolves, every schema compiles, the rules hold."""
+
+import falcon
+import pytest
+
+import app as app_module
+import db
+from middleware.validation import load_validators
+
+
+def test_every_migration_is_recorded_once_even_when_run_again(database_url, conn):
+    assert db.migrate(database_url) == []
+    versions = [row['version'] for row in conn.execute('SELECT version FROM schema_migrations')]
+    assert versions == [path.stem for path in db.migration_files()]
+
+
+def test_query_loader_rejects_duplicates_and_stray_text(tmp_path):
+    (tmp_path / 'a.sql').write_text('-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n')
+    with pytest.raises(ValueError, match='duplicate'):
+        db.load_queries(tmp_path)
+    (tmp_path / 'a.sql').write_text('SELECT 0;\n-- name: one\nSELECT 1;\n')
+    with pytest.raises(ValueError, match='before the first'):
+        db.load_queries(tmp_path)
+
+
+def test_every_schema_compiles():
+    validators = load_validators()
+    assert {'account_create', 'account_update', 'sign_in', 'definitions'} <= set(validators)
+
+
+def test_a_responder_without_an_access_level_stops_the_boot():
+    class Forgotten:
+        access = {'GET': 'user'}
+
+        def on_get(self, req, resp):
+            pass
+
+        def on_delete(self, req, resp):
+            pass
+
+    with pytest.raises(RuntimeError, match='on_delete has no access level'):
+        app_module.check_access_declarations([('/x', Forgotten())])
+
+
+def test_member_access_needs_an_account_in_the_route():
+    class Misrouted:
+        access = {'GET': 'member'}
+
+        def on_get(self, req, resp):
+            pass
+
+    with pytest.raises(RuntimeError, match='needs an account_id'):
+        app_module.check_access_declarations([('/x', Misrouted())])
+
+
+def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
+    declared = {
+        template: dict(getattr(resource, 'access', {}))
+        for template, resource in app_module.routes(pool, queries, config, load_validators())
+    }
+    account = app_module.ACCOUNT
+    assert declared[account] == {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
+    assert declared[account + '/cache_keys'] == {'GET': 'member'}
+    assert declared[account + '/update_active_at'] == {'POST': 'member'}
+    assert declared['/api/v1/accounts'] == {'POST': 'optional'}
+    for template, access in declared.items():
+        if template.startswith('/api/v1/profile'):
+            assert set(access.values()) == {'user'}, template
+    assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)
