@@ -25,10 +25,9 @@ ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
 
 def routes(pool, queries, config, validators):
     """Every route and its resource; the access matrix is what these declare."""
-    return [
+    table = [
         ('/healthz', health.Health()),
         ('/readyz', health.Ready(pool, queries)),
-        ('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)),
         (ACCOUNT, accounts.AccountItem(pool, queries, validators)),
         (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
@@ -37,6 +36,11 @@ def routes(pool, queries, config, validators):
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),
     ]
+    # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
+    # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
+    if config.signup_enabled:
+        table.append(('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)))
+    return table
 
 
 def check_access_declarations(route_table):

@@ -75,8 +75,10 @@ def _message(error):
         return _message(branches[0] if branches else error.context[0])
     keyword, value, instance, schema = error.validator, error.validator_value, error.instance, error.schema
     path = [part for part in error.absolute_path if isinstance(part, str)]
-    if keyword == 'required':
-        missing = next(name for name in value if not isinstance(instance, dict) or name not in instance)
+    if keyword in ('required', 'dependentRequired'):
+        wanted = value if keyword == 'required' else [
+            name for key, names in value.items() if key in instance for name in names]
+        missing = next(name for name in wanted if name not in instance)
         prop = schema.get('properties', {}).get(missing, {})
         attribute = missing
         text = _TYPE_MESSAGES['boolean'] if _wanted_type(prop) == 'boolean' else "can't be blank"

@@ -44,8 +44,6 @@ class AccountCollection:
         self._email_pattern = re.compile(validators['definitions'].schema['$defs']['email']['pattern'])
 
     def on_post(self, req, resp):
-        if not self._config.signup_enabled:
-            raise errors.NotFound()
         doc, caller = req.context.doc, req.context.caller
         if not isinstance(doc, dict):
             raise errors.Forbidden(INVALID_PARAMS)
