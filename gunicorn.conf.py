@@ -22,3 +22,14 @@ loglevel = os.environ.get('LOG_LEVEL', 'info')
 access_log_format = 'access method=%(m)s path=%(U)s status=%(s)s duration_ms=%(M)s request_id=%({x-request-id}o)s'
 # preload_app stays False: psycopg connections must not cross a fork.
 preload_app = False
+
+
+def on_starting(server):
+    """Check the configuration once in the master, so a bad variable stops the start
+    with one line instead of workers failing to boot over and over."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import config
+
+    config.load_or_exit()

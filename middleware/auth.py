@@ -104,6 +104,8 @@ class RequireAccess:
     def process_resource(self, req, resp, resource, params):
         level = access_level(resource, req.method)
         if level is None:
+            if not hasattr(resource, f'on_{req.method.lower()}'):
+                return  # no responder: Falcon's 405, answered as the 404 of an unknown route
             raise errors.NotAuthorized()
         if level in ('public', 'optional'):
             return

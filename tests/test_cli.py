@@ -1,0 +1,88 @@
+"""manage.py: migrate, create-user, touch-cache-key, run as an operator would."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+
+import psycopg
+
+import db
+from tests.conftest import ADMIN_URL
+from tests.conftest import ROOT
+from tests.conftest import database_url_for
+from tests.conftest import unique_email
+
+
+def manage(env, *args):
+    return subprocess.run([sys.executable, 'manage.py', *args], cwd=ROOT, env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_two_concurrent_migrations_apply_everything_once():
+    name = f'frontdesk_migrate_{uuid.uuid4().hex[:8]}'
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE {name}')
+    url = database_url_for(ADMIN_URL, name)
+    try:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(manage({'DATABASE_URL': url}, 'migrate')))
+                   for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [result.returncode for result in results] == [0, 0]
+        outputs = sorted(result.stdout for result in results)
+        assert outputs[0].startswith('applied 0 migration(s)')
+        assert outputs[1].startswith(f'applied {len(db.migration_files())} migration(s)')
+        with psycopg.connect(url) as conn:
+            assert conn.execute('SELECT count(*) FROM schema_migrations').fetchone()[0] == len(db.migration_files())
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
+
+
+def test_create_user_prints_the_user_and_an_agent_cannot_update_the_account(base_env, admin, testapp, conn):
+    email = unique_email('cli')
+    done = manage(base_env, 'create-user', '--email', email.upper(), '--name', 'Cli Agent', '--password',
+                  'agent password', '--account-id', str(admin.account_id), '--role', 'agent', '--confirmed')
+    assert done.returncode == 0, done.stderr
+    user = json.loads(done.stdout)
+    assert user['email'] == email and user['confirmed'] is True
+    assert user['account_id'] == admin.account_id and user['role'] == 'agent'
+    assert 'agent password' not in done.stdout + done.stderr
+    signed_in = testapp.post_json('/auth/sign_in', {'email': email, 'password': 'agent password'}, status=200)
+    headers = {name: signed_in.headers[name] for name in ('access-token', 'client', 'uid')}
+    resp = testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'name': 'Agent was here'}, headers=headers,
+                            status=401)
+    assert resp.json == {'error': 'You are not authorized to do this action'}
+    assert conn.execute('SELECT name FROM accounts WHERE id = %s', (admin.account_id,)).fetchone()['name'] == 'Acme'
+
+
+def test_create_user_refuses_bad_input_with_a_message(base_env, make_user):
+    taken = make_user().email
+    cases = [
+        (['--email', 'nope', '--name', 'N', '--password', 'password1'], 'Email is invalid'),
+        (['--email', unique_email(), '--name', 'N', '--password', 'short'], 'Password is too short'),
+        (['--email', taken, '--name', 'N', '--password', 'password1'], 'Email has already been taken'),
+        (['--email', unique_email(), '--name', 'N', '--password', 'password1', '--account-id', '999999999'],
+         'no account with id 999999999'),
+    ]
+    for args, message in cases:
+        done = manage(base_env, 'create-user', *args)
+        assert done.returncode != 0
+        assert message in done.stderr
+
+
+def test_touch_cache_key_sets_now(base_env, admin, testapp):
+    done = manage(base_env, 'touch-cache-key', '--account-id', str(admin.account_id), 'inbox')
+    assert done.returncode == 0, done.stderr
+    keys = testapp.get(f'/api/v1/accounts/{admin.account_id}/cache_keys', headers=admin.headers).json['cache_keys']
+    assert keys['label'] == keys['team'] == '0000000000'
+    assert keys['inbox'].isdigit() and int(keys['inbox']) > 1_700_000_000
+    assert json.loads(done.stdout) == keys
+    missing = manage(base_env, 'touch-cache-key', '--account-id', '999999999', 'team')
+    assert missing.returncode != 0 and 'no account' in missing.stderr
