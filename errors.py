@@ -7,6 +7,7 @@ to the same shapes here, in one place.
 """
 
 import logging
+import traceback
 
 import falcon
 import orjson
@@ -128,11 +129,26 @@ def _database_unavailable(req, resp, ex, params):
     raise Unavailable()
 
 
+def _unique_violation(req, resp, ex, params):
+    # Two users racing for one address (confirming an e-mail change, say) meet at this
+    # constraint. Any other unique violation is a bug and stays a 500.
+    if ex.diag.constraint_name == 'users_email_key':
+        raise Unprocessable.field('email', 'Email has already been taken')
+    _unexpected(req, resp, ex, params)
+
+
 def _unexpected(req, resp, ex, params):
     if isinstance(ex, falcon.HTTPError):
         raise ex
-    log.exception('unhandled %s on %s %s request_id=%s', type(ex).__name__, req.method, req.path,
-                  req.context.get('request_id'))
+    request_id = req.context.get('request_id')
+    if isinstance(ex, psycopg.Error):
+        # A database message can quote the failing row ("Failing row contains (...)"),
+        # digests and hashes included: log where it failed, not what it said.
+        frames = ''.join(traceback.format_tb(ex.__traceback__))
+        log.error('unhandled %s sqlstate=%s constraint=%s on %s %s request_id=%s\n%s', type(ex).__name__,
+                  ex.sqlstate, ex.diag.constraint_name, req.method, req.path, request_id, frames)
+    else:
+        log.exception('unhandled %s on %s %s request_id=%s', type(ex).__name__, req.method, req.path, request_id)
     raise falcon.HTTPInternalServerError()
 
 
@@ -145,4 +161,5 @@ def install(app):
     app.add_error_handler(falcon.MediaMalformedError, _media_error)
     app.add_error_handler(falcon.MediaNotFoundError, _media_error)
     app.add_error_handler(psycopg.OperationalError, _database_unavailable)
+    app.add_error_handler(psycopg.errors.UniqueViolation, _unique_violation)
     app.add_error_handler(psycopg_pool.PoolTimeout, _database_unavailable)

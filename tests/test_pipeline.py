@@ -153,3 +153,26 @@ def test_options_is_answered_without_credentials(testapp):
     resp = testapp.options('/api/v1/profile', status=200)
     assert 'GET' in resp.headers['Allow']
     assert falcon.HTTP_200.startswith('200')
+
+
+class BadInsert:
+    access = {'GET': 'public'}
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def on_get(self, req, resp):
+        with self._pool.connection() as conn:
+            conn.execute("INSERT INTO users (name, email, encrypted_password, access_token)"
+                         " VALUES ('x', 'UPPER@CASE.IO', '$2b$secret-hash-value', 'tok-secret-0123456789abcdef0123456789')")
+
+
+def test_a_database_error_is_logged_without_the_row_it_quotes(config, pool, caplog):
+    app = app_module.create_app(config, pool)
+    app.add_route('/bad-insert', BadInsert(pool))
+    with caplog.at_level(logging.ERROR, logger='frontdesk'):
+        resp = webtest.TestApp(app).get('/bad-insert', status=500, expect_errors=True)
+    assert resp.json['message'] == 'Internal server error'
+    logged = caplog.text
+    assert 'CheckViolation' in logged and 'users_email_check' in logged
+    assert 'secret-hash-value' not in logged and 'tok-secret' not in logged
