@@ -2,6 +2,7 @@
 
 import pathlib
 import re
+import select
 
 import psycopg
 import psycopg_pool
@@ -29,8 +30,26 @@ def create_pool(config):
         timeout=config.pool_timeout,
         kwargs={'autocommit': True, 'row_factory': dict_row},
         name='frontdesk',
+        check=check_idle_connection,
         open=True,
     )
+
+
+def check_idle_connection(conn):
+    """Refuse a pooled connection the server has closed, without a round trip.
+
+    An idle connection has nothing to read. After a server restart its socket is
+    readable (the termination notice, then EOF), so the pool drops it and hands out
+    a fresh one instead of failing the next request. ConnectionPool.check_connection
+    would catch more, at the price of a round trip on every checkout.
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError('connection is closed')
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        # Closed here: the pool keeps a failed-check connection that still looks open.
+        conn.close()
+        raise psycopg.OperationalError('connection was closed by the server')
 
 
 def load_queries(directory=QUERIES_DIR):

@@ -1,0 +1,89 @@
+"""PostgreSQL restarted or stopped under load: 503s with Retry-After, never a 500 or a
+hang, and recovery without restarting gunicorn (a private cluster, so the shared
+server the other tests use is never touched)."""
+
+import threading
+import time
+
+import pytest
+
+import db
+from tests.conftest import free_port
+from tests.conftest import http
+from tests.conftest import run_gunicorn
+from tests.pgcluster import PrivateCluster
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    cluster = PrivateCluster(free_port())
+    cluster.start()
+    db.migrate(cluster.url)
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture(scope='module')
+def service(cluster, base_env):
+    env = {**base_env, 'DATABASE_URL': cluster.url, 'DB_POOL_TIMEOUT': '3'}
+    with run_gunicorn(env, workers=2) as base:
+        signup = http('POST', base + '/api/v1/accounts', {
+            'account_name': 'Faults', 'email': 'faults@example.com', 'user_full_name': 'F', 'password': 'password1'})
+        assert signup.status == 200
+        headers = {name: signup.headers[name] for name in ('access-token', 'client', 'uid')}
+        yield base, headers
+
+
+def hammer(base, headers, stop, answers):
+    while not stop.is_set():
+        started = time.monotonic()
+        answer = http('GET', base + '/api/v1/profile', headers=headers, timeout=20)
+        answers.append((started, time.monotonic() - started, answer))
+
+
+def test_restart_under_load_gives_503s_then_recovers(cluster, service):
+    # As many clients as workers, so no request also waits in gunicorn's queue.
+    base, headers = service
+    stop, answers = threading.Event(), []
+    threads = [threading.Thread(target=hammer, args=(base, headers, stop, answers)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    restarted_at = time.monotonic()
+    cluster.restart()
+    time.sleep(6)
+    stop.set()
+    for thread in threads:
+        thread.join()
+
+    statuses = [answer.status for _, _, answer in answers]
+    assert set(statuses) <= {200, 503}, sorted(set(statuses))
+    for _, elapsed, answer in answers:
+        assert elapsed < 3 + 2  # never a hang past the pool timeout
+        if answer.status == 503:
+            assert answer.json == {'message': 'Service temporarily unavailable'}
+            assert answer.headers['retry-after'] == '5'
+    late = [answer.status for started, _, answer in answers if started > restarted_at + 3]
+    assert late and set(late) == {200}, late
+    assert statuses.count(200) > 20
+
+
+def test_readyz_is_503_while_the_database_is_away(cluster, service):
+    base, headers = service
+    assert http('GET', base + '/readyz').status == 200
+    cluster.stop()
+    try:
+        started = time.monotonic()
+        ready = http('GET', base + '/readyz', timeout=10)
+        assert ready.status == 503 and ready.json['database'] is False
+        assert time.monotonic() - started < 4
+        profile = http('GET', base + '/api/v1/profile', headers=headers, timeout=10)
+        assert profile.status == 503 and profile.headers['retry-after'] == '5'
+        assert http('GET', base + '/healthz').status == 200
+    finally:
+        cluster.start()
+    deadline = time.monotonic() + 15
+    while http('GET', base + '/api/v1/profile', headers=headers).status != 200:
+        assert time.monotonic() < deadline, 'did not recover within 15 s'
+        time.sleep(0.2)
+    assert http('GET', base + '/readyz').status == 200
