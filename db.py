@@ -1,5 +1,6 @@
 """The connection pool, the named-query loader and the migration runner."""
 
+import logging
 import pathlib
 import re
 import select
@@ -14,6 +15,7 @@ MIGRATIONS_DIR = ROOT / 'sql' / 'migrations'
 # Any fixed number works; it only has to be the same for every deploy of this service.
 MIGRATION_LOCK_ID = 7_245_001
 
+log = logging.getLogger('frontdesk')
 _NAME_LINE = re.compile(r'^-- name: (\w+)$', re.MULTILINE)
 
 
@@ -31,8 +33,14 @@ def create_pool(config):
         kwargs={'autocommit': True, 'row_factory': dict_row},
         name='frontdesk',
         check=check_idle_connection,
+        reconnect_failed=_reconnect_failed,
         open=True,
     )
+
+
+def _reconnect_failed(pool):
+    # The pool keeps trying; this line is what an operator's alerting should watch for.
+    log.error('database unreachable for %s s (pool %s); still retrying', pool.reconnect_timeout, pool.name)
 
 
 def check_idle_connection(conn):

@@ -13,12 +13,14 @@ A method with a responder but no declaration is refused, so forgetting fails clo
 
 import datetime
 import hmac
+import logging
 
 import orjson
 
 import errors
 import tokens
 
+log = logging.getLogger('frontdesk')
 LEVELS = ('public', 'optional', 'user', 'member', 'administrator')
 _TOUCH_AFTER = datetime.timedelta(minutes=10)
 
@@ -118,4 +120,6 @@ class RequireAccess:
         if role is None:
             raise errors.NotFound()
         if level == 'administrator' and role != 'administrator':
+            log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
+                        caller.id, role, req.context.request_id)
             raise errors.NotAuthorized()

@@ -118,7 +118,7 @@ def test_single_field_messages(testapp, admin, body, message):
     assert resp.json['attributes'] == list(body)
 
 
-def test_update_access_matrix(testapp, admin, make_user, make_account, conn):
+def test_update_access_matrix(testapp, admin, make_user, make_account, conn, caplog):
     url = f'/api/v1/accounts/{admin.account_id}'
     agent = make_user(account_id=admin.account_id, role='agent')
     stranger = make_user(account_id=make_account('Elsewhere'), role='administrator')
@@ -127,6 +127,10 @@ def test_update_access_matrix(testapp, admin, make_user, make_account, conn):
         assert getattr(testapp, method)(url, {'name': 'Hijack'}, headers=agent.headers, status=401).json == ROLE_REFUSED
         assert getattr(testapp, method)(url, {'name': 'Hijack'}, headers=stranger.headers, status=404).json == NOT_FOUND
     assert account_row(conn, admin.account_id)['name'] == 'Acme'
+    # A role refusal is logged (who, what), without any credential.
+    refusals = [record.getMessage() for record in caplog.records if record.getMessage().startswith('refused')]
+    assert len(refusals) == 2 and f'to user {agent.id} (role agent)' in refusals[0]
+    assert agent.token not in caplog.text
 
 
 def test_update_active_at_stamps_only_the_callers_membership(testapp, admin, make_user, conn):
