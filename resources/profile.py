@@ -1,11 +1,144 @@
 """/api/v1/profile and its sub-resources: the caller's own user."""
 
+import io
+import re
+
+import errors
+from middleware.validation import JSONHandler
 from resources import send_json_text
+from services import avatars
+from services import profiles
+
+# Multipart text fields; anything else named profile[...] is ignored like an unknown JSON key.
+_TEXT_FIELDS = frozenset(('name', 'display_name', 'email', 'phone_number', 'message_signature',
+                          'current_password', 'password', 'password_confirmation'))
+_FIELD_NAME = re.compile(r'profile\[(\w+)\]')
+_JSON = JSONHandler()
 
 
 class Profile:
-    access = {'GET': 'user'}
+    access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
+    schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
+    multipart = {'PUT', 'PATCH'}
+    # SPEC 5.4 checks the current password before the password rules.
+    deferred_validation = {'PUT', 'PATCH'}
+
+    def __init__(self, pool, queries, config, validators):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+        self._validator = validators['profile_update']
 
     def on_get(self, req, resp):
         # TokenAuth rendered the user JSON in the query that authenticated the caller.
         send_json_text(resp, req.context.caller.doc_text)
+
+    def on_put(self, req, resp):
+        caller = req.context.caller
+        keep_client = caller.token[1] if caller.token else None
+        with self._pool.connection() as conn:
+            doc = profiles.update(conn, self._queries, self._config, self._validator, caller.id,
+                                  req.context.doc, req.context.get('avatar'), keep_client)
+        send_json_text(resp, doc)
+
+    on_patch = on_put
+
+    def parse_multipart(self, req, limit):
+        """Read ``profile[...]`` parts into the JSON shape; the avatar goes to req.context."""
+        if req.content_length is None:
+            raise errors.BadRequest('A multipart body needs a Content-Length header')
+        profile, upload = {}, None
+        for part in req.get_media():
+            match = _FIELD_NAME.fullmatch(part.name or '')
+            key = match.group(1) if match else None
+            if key == 'avatar':
+                upload = avatars.read_upload(part.stream, self._config.avatar_max_bytes) or None
+            elif key == 'ui_settings':
+                profile[key] = _JSON.deserialize(io.BytesIO(part.get_data()), None, None)
+            elif key in _TEXT_FIELDS:
+                profile[key] = _text(key, part.get_data())
+        req.context.avatar = upload
+        return {'profile': profile}
+
+
+def _text(key, data):
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise errors.BadRequest(f'profile[{key}] is not UTF-8 text') from None
+    # PostgreSQL can store no NUL character.
+    if '\x00' in text:
+        raise errors.BadRequest(f'profile[{key}] contains a NUL character')
+    return text
+
+
+class ProfileAvatar:
+    access = {'DELETE': 'user'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_delete(self, req, resp):
+        with self._pool.connection() as conn:
+            doc = profiles.remove_avatar(conn, self._queries, self._config, req.context.caller.id)
+        send_json_text(resp, doc)
+
+
+def _set_membership(pool, queries, config, sql, user_id, params):
+    """Run one membership UPDATE of the caller's; 404 when they are not a member."""
+    with pool.connection() as conn:
+        if conn.execute(sql, {**params, 'user_id': user_id}).fetchone() is None:
+            raise errors.NotFound()
+        return profiles.document(conn, queries, config, user_id)
+
+
+class ProfileAvailability:
+    access = {'POST': 'user'}
+    schemas = {'POST': 'profile_availability'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+        self._set_sql = queries['profile.set_availability']
+
+    def on_post(self, req, resp):
+        profile = req.context.doc['profile']
+        params = {'availability': profile['availability'], 'account_id': int(profile['account_id'])}
+        send_json_text(resp, _set_membership(self._pool, self._queries, self._config, self._set_sql,
+                                             req.context.caller.id, params))
+
+
+class ProfileAutoOffline:
+    access = {'POST': 'user'}
+    schemas = {'POST': 'profile_auto_offline'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+        self._set_sql = queries['profile.set_auto_offline']
+
+    def on_post(self, req, resp):
+        profile = req.context.doc['profile']
+        params = {'auto_offline': profile['auto_offline'], 'account_id': int(profile['account_id'])}
+        send_json_text(resp, _set_membership(self._pool, self._queries, self._config, self._set_sql,
+                                             req.context.caller.id, params))
+
+
+class ProfileActiveAccount:
+    access = {'PUT': 'user'}
+    schemas = {'PUT': 'profile_active_account'}
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._stamp_sql = queries['memberships.stamp_active']
+
+    def on_put(self, req, resp):
+        params = {'user_id': req.context.caller.id, 'account_id': int(req.context.doc['profile']['account_id'])}
+        with self._pool.connection() as conn:
+            if conn.execute(self._stamp_sql, params).fetchone() is None:
+                raise errors.NotFound()
+        resp.media = {}

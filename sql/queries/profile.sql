@@ -1,0 +1,67 @@
+-- name: lock_user
+-- Held until the profile update commits, so the current-password check and the name of
+-- the avatar being replaced still hold when the new values are written. email_taken
+-- looks at other users' current addresses, not pending ones, as the unique constraint does.
+SELECT u.name, u.email, u.encrypted_password, u.avatar,
+       EXISTS (SELECT 1
+                 FROM users other
+                WHERE other.email = %(email)s
+                  AND other.id <> u.id) AS email_taken
+  FROM users u
+ WHERE u.id = %(user_id)s
+   FOR UPDATE OF u;
+
+-- name: update
+-- Only the keys present in the patch change. ui_settings is merged by top-level key here,
+-- in the statement that writes it, so concurrent updates of different keys all survive;
+-- a key sent as null is removed. phone_number lives in custom_attributes beside keys set
+-- elsewhere, which are kept. Sets unconfirmed_email, never email: that waits for the
+-- confirmation link.
+UPDATE users u
+   SET name = CASE WHEN p ? 'name' THEN p->>'name' ELSE u.name END,
+       display_name = CASE WHEN p ? 'display_name' THEN p->>'display_name' ELSE u.display_name END,
+       unconfirmed_email = CASE WHEN p ? 'unconfirmed_email' THEN p->>'unconfirmed_email'
+                                ELSE u.unconfirmed_email END,
+       message_signature = CASE WHEN p ? 'message_signature' THEN p->>'message_signature'
+                                ELSE u.message_signature END,
+       custom_attributes = CASE WHEN NOT p ? 'phone_number' THEN u.custom_attributes
+                                WHEN jsonb_typeof(p->'phone_number') = 'null'
+                                THEN u.custom_attributes - 'phone_number'
+                                ELSE u.custom_attributes || jsonb_build_object('phone_number', p->'phone_number')
+                           END,
+       ui_settings = CASE WHEN jsonb_typeof(p->'ui_settings') = 'object'
+                          THEN (u.ui_settings || (p->'ui_settings'))
+                               - ARRAY(SELECT key
+                                         FROM jsonb_each(p->'ui_settings')
+                                        WHERE jsonb_typeof(value) = 'null')
+                          ELSE u.ui_settings END,
+       avatar = CASE WHEN p ? 'avatar' THEN p->>'avatar' ELSE u.avatar END,
+       updated_at = now()
+  FROM (SELECT %(patch)s::jsonb AS p) AS patch
+ WHERE u.id = %(user_id)s
+RETURNING u.id;
+
+-- name: clear_avatar
+UPDATE users
+   SET avatar = NULL,
+       updated_at = now()
+ WHERE id = %(user_id)s
+RETURNING id;
+
+-- name: set_availability
+-- No row back means the caller is not a member of that account.
+UPDATE account_users
+   SET availability = %(availability)s,
+       updated_at = now()
+ WHERE user_id = %(user_id)s
+   AND account_id = %(account_id)s
+RETURNING id;
+
+-- name: set_auto_offline
+-- No row back means the caller is not a member of that account.
+UPDATE account_users
+   SET auto_offline = %(auto_offline)s,
+       updated_at = now()
+ WHERE user_id = %(user_id)s
+   AND account_id = %(account_id)s
+RETURNING id;

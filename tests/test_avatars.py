@@ -1,0 +1,274 @@
+"""Avatar upload (multipart profile[avatar]) and DELETE /api/v1/profile/avatar (SPEC 5.5, 8)."""
+
+import io
+import os
+import struct
+import zlib
+
+import pytest
+from PIL import ExifTags
+from PIL import Image
+
+from tests.conftest import http
+
+from services import mail
+
+NOT_SUPPORTED = {'message': 'Avatar filetype not supported', 'attributes': ['avatar']}
+TOO_BIG = {'message': 'Avatar is too big', 'attributes': ['avatar']}
+
+
+def encode(image, fmt, **options):
+    out = io.BytesIO()
+    image.save(out, format=fmt, **options)
+    return out.getvalue()
+
+
+def picture(size=(64, 48), mode='RGB'):
+    image = Image.new(mode, size, 'red' if mode != 'RGBA' else (255, 0, 0, 128))
+    image.paste('blue', (0, 0, size[0] // 2, size[1] // 2))
+    return image
+
+
+def jpeg_with_gps():
+    exif = Image.Exif()
+    exif[ExifTags.Base.Make] = 'Spy Camera'
+    exif[ExifTags.Base.GPSInfo] = {
+        ExifTags.GPS.GPSLatitudeRef: 'N', ExifTags.GPS.GPSLatitude: (51.0, 30.0, 0.0),
+        ExifTags.GPS.GPSLongitudeRef: 'W', ExifTags.GPS.GPSLongitude: (0.0, 7.0, 0.0),
+    }
+    return encode(picture(), 'JPEG', exif=exif.tobytes(), comment=b'taken at home')
+
+
+def png_declaring(width, height):
+    """A tiny PNG whose header claims ``width`` x ``height`` pixels."""
+    def chunk(kind, data):
+        return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', header) + chunk(b'IDAT', zlib.compress(b'\x00' * 64))
+            + chunk(b'IEND', b''))
+
+
+def upload(testapp, user, data, filename='avatar.png', status=200, fields=()):
+    return testapp.put('/api/v1/profile', params=list(fields), upload_files=[('profile[avatar]', filename, data)],
+                       headers=user.headers, status=status)
+
+
+def avatar_of(conn, user_id):
+    return conn.execute('SELECT avatar FROM users WHERE id = %s', (user_id,)).fetchone()['avatar']
+
+
+def files_in(directory):
+    return set(os.listdir(directory)) if os.path.isdir(directory) else set()
+
+
+@pytest.mark.parametrize('fmt, data, extension', [
+    ('PNG', encode(picture(), 'PNG'), 'png'),
+    ('PNG', encode(picture(mode='RGBA'), 'PNG'), 'png'),
+    ('JPEG', encode(picture(), 'JPEG'), 'jpg'),
+    ('GIF', encode(picture().convert('P'), 'GIF'), 'gif'),
+    ('WEBP', encode(picture(), 'WEBP'), 'webp'),
+])
+def test_an_image_is_stored_under_a_new_name(testapp, conn, avatar_dir, make_user, fmt, data, extension):
+    user = make_user()
+
+    answer = upload(testapp, user, data, filename='../../etc/passwd')
+
+    name = avatar_of(conn, user.id)
+    assert name.endswith('.' + extension) and '/' not in name and 'passwd' not in name
+    assert answer.json['avatar_url'] == '/avatars/' + name
+    with Image.open(avatar_dir / name) as stored:
+        assert stored.format == fmt
+        assert stored.size == (64, 48)
+    assert not [entry for entry in files_in(avatar_dir) if entry.startswith('.')]
+
+
+def test_the_stored_jpeg_has_no_exif_or_gps(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    original = jpeg_with_gps()
+    with Image.open(io.BytesIO(original)) as sent:
+        assert sent.getexif().get_ifd(ExifTags.IFD.GPSInfo)
+
+    upload(testapp, user, original, filename='photo.jpg')
+
+    path = avatar_dir / avatar_of(conn, user.id)
+    with Image.open(path) as stored:
+        assert stored.format == 'JPEG'
+        assert 'exif' not in stored.info and 'comment' not in stored.info
+        assert not stored.getexif()
+        assert not stored.getexif().get_ifd(ExifTags.IFD.GPSInfo)
+    assert b'Spy Camera' not in path.read_bytes() and b'taken at home' not in path.read_bytes()
+
+
+@pytest.mark.parametrize('size, fitted', [((2000, 1000), (512, 256)), ((300, 1200), (128, 512))])
+def test_a_large_image_is_scaled_to_fit_512(testapp, conn, avatar_dir, make_user, size, fitted):
+    user = make_user()
+    upload(testapp, user, encode(picture(size), 'PNG'))
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.size == fitted
+
+
+def test_name_and_avatar_in_one_multipart_request(testapp, conn, make_user):
+    user = make_user()
+    answer = upload(testapp, user, encode(picture(), 'PNG'), fields=[('profile[name]', 'Pictured')])
+    assert answer.json['name'] == 'Pictured'
+    assert answer.json['avatar_url'].endswith(avatar_of(conn, user.id))
+
+
+def test_an_empty_file_part_means_no_new_avatar(testapp, conn, make_user):
+    # Browsers send an empty part when no file was chosen.
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    name = avatar_of(conn, user.id)
+    upload(testapp, user, b'', filename='', fields=[('profile[name]', 'Same Picture')])
+    assert avatar_of(conn, user.id) == name
+
+
+TRUNCATED_PNG = encode(picture((200, 200)), 'PNG')[:300]
+
+
+@pytest.mark.parametrize('data, filename, expected', [
+    (b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', 'a.svg', NOT_SUPPORTED),
+    (b'<!doctype html><html><script>alert(1)</script></html>', 'a.html', NOT_SUPPORTED),
+    (b'just some text, honestly a PNG', 'a.png', NOT_SUPPORTED),
+    (TRUNCATED_PNG, 'a.png', NOT_SUPPORTED),
+    (encode(picture(), 'BMP'), 'a.png', NOT_SUPPORTED),
+    (encode(picture(), 'TIFF'), 'a.png', NOT_SUPPORTED),
+    (png_declaring(20000, 20000), 'bomb.png', TOO_BIG),
+    (png_declaring(7000, 7000), 'bomb.png', TOO_BIG),
+])
+def test_what_is_not_an_accepted_image_is_refused_and_nothing_is_stored(
+        testapp, conn, avatar_dir, make_user, data, filename, expected):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    before_name, before_files = avatar_of(conn, user.id), files_in(avatar_dir)
+
+    answer = upload(testapp, user, data, filename=filename, status=422, fields=[('profile[name]', 'Changed')])
+
+    assert answer.json == expected
+    assert avatar_of(conn, user.id) == before_name
+    assert files_in(avatar_dir) == before_files
+    assert conn.execute('SELECT name FROM users WHERE id = %s', (user.id,)).fetchone()['name'] != 'Changed'
+
+
+def test_a_file_over_avatar_max_bytes_is_too_big(make_testapp, conn, avatar_dir, make_user):
+    testapp = make_testapp(AVATAR_MAX_BYTES='2048')
+    user = make_user()
+    noisy = encode(Image.frombytes('L', (100, 100), os.urandom(10000)), 'PNG')
+    assert len(noisy) > 2048
+    before = files_in(avatar_dir)
+
+    assert upload(testapp, user, noisy, status=422).json == TOO_BIG
+    assert avatar_of(conn, user.id) is None
+    assert files_in(avatar_dir) == before
+
+
+def test_a_body_over_the_multipart_limit_is_a_413(make_testapp, conn, make_user):
+    testapp = make_testapp(AVATAR_MAX_BYTES='2048')
+    user = make_user()
+    limit = 2048 + 64 * 1024
+    answer = upload(testapp, user, b'x' * (limit + 1), status=413)
+    assert answer.json == {'message': f'Request body is too large (maximum is {limit} bytes)'}
+    assert avatar_of(conn, user.id) is None
+
+
+def test_an_avatar_with_an_invalid_field_stores_nothing(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    before = files_in(avatar_dir)
+    answer = upload(testapp, user, encode(picture(), 'PNG'), status=422, fields=[('profile[name]', 'x' * 256)])
+    assert answer.json == {'message': 'Name is too long (maximum is 255 characters)', 'attributes': ['name']}
+    assert avatar_of(conn, user.id) is None
+    assert files_in(avatar_dir) == before
+
+
+def test_an_avatar_with_a_wrong_current_password_stores_nothing(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    before = files_in(avatar_dir)
+    answer = upload(testapp, user, encode(picture(), 'PNG'), status=422, fields=[
+        ('profile[current_password]', 'wrong password'), ('profile[password]', 'a new password')])
+    assert answer.json == {'message': 'Invalid current password'}
+    assert avatar_of(conn, user.id) is None
+    assert files_in(avatar_dir) == before
+
+
+def test_the_new_file_is_removed_when_the_transaction_fails(testapp, conn, avatar_dir, make_user, monkeypatch):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    before_name, before_files = avatar_of(conn, user.id), files_in(avatar_dir)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError('mail queue unavailable')
+
+    monkeypatch.setattr(mail, 'send_confirmation', broken)
+    answer = testapp.put('/api/v1/profile', params=[('profile[email]', 'moved@example.com')],
+                         upload_files=[('profile[avatar]', 'new.png', encode(picture(), 'PNG'))],
+                         headers=user.headers, status=500, expect_errors=True)
+
+    assert answer.json['message'] == 'Internal server error'
+    assert avatar_of(conn, user.id) == before_name
+    assert files_in(avatar_dir) == before_files
+
+
+def test_a_new_avatar_replaces_and_deletes_the_old_file(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    first = avatar_of(conn, user.id)
+    assert (avatar_dir / first).exists()
+
+    upload(testapp, user, encode(picture(), 'JPEG'), filename='b.jpg')
+
+    second = avatar_of(conn, user.id)
+    assert second != first and second.endswith('.jpg')
+    assert (avatar_dir / second).exists()
+    assert not (avatar_dir / first).exists()
+
+
+def test_delete_removes_the_row_value_and_the_file_and_is_idempotent(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    name = avatar_of(conn, user.id)
+
+    for _ in range(2):
+        answer = testapp.delete('/api/v1/profile/avatar', headers=user.headers)
+        assert answer.json['avatar_url'] == ''
+        assert answer.json['id'] == user.id
+        assert avatar_of(conn, user.id) is None
+        assert not (avatar_dir / name).exists()
+
+
+def test_delete_without_credentials_is_a_401_and_keeps_the_file(testapp, conn, avatar_dir, make_user):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    name = avatar_of(conn, user.id)
+    answer = testapp.delete('/api/v1/profile/avatar', status=401)
+    assert answer.json == {'errors': ['You need to sign in or sign up before continuing.']}
+    assert (avatar_dir / name).exists()
+
+
+def test_the_avatar_directory_is_created_when_missing(make_testapp, conn, tmp_path, make_user):
+    directory = tmp_path / 'not' / 'yet'
+    testapp = make_testapp(AVATAR_DIR=str(directory), AVATAR_URL_PREFIX='https://cdn.example.com/a/')
+    user = make_user()
+    answer = upload(testapp, user, encode(picture(), 'PNG'))
+    name = avatar_of(conn, user.id)
+    assert answer.json['avatar_url'] == 'https://cdn.example.com/a/' + name
+    assert (directory / name).exists()
+    assert oct((directory / name).stat().st_mode & 0o777) == oct(0o644)
+
+
+
+def test_a_photo_of_several_megabytes_through_real_gunicorn(gunicorn_url, conn, avatar_dir, make_user):
+    user = make_user()
+    photo = encode(Image.frombytes('RGB', (1400, 1400), os.urandom(1400 * 1400 * 3)), 'PNG')
+    assert len(photo) > 5 * 1024 * 1024
+    boundary = 'frontdesk-test-boundary'
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="profile[name]"\r\n\r\nBig Photo\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="big.png"\r\n'
+            f'Content-Type: image/png\r\n\r\n').encode() + photo + f'\r\n--{boundary}--\r\n'.encode()
+
+    answer = http('PUT', gunicorn_url + '/api/v1/profile', data=body, headers={
+        **user.headers, 'Content-Type': f'multipart/form-data; boundary={boundary}'})
+
+    assert answer.status == 200, answer.body
+    assert answer.json['name'] == 'Big Photo'
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.size == (512, 512)
