@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key (and deliver-mail)."""
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail."""
 
 import argparse
+import logging
+import signal
 import sys
+import threading
 
 import orjson
 import psycopg
@@ -12,6 +15,7 @@ import config as config_module
 import db
 import errors
 from middleware.validation import load_validators
+from services import outbox
 from services import passwords
 from services import users
 
@@ -58,6 +62,16 @@ def cmd_touch_cache_key(config, args):
     print(row['doc'])
 
 
+def cmd_deliver_mail(config, args):
+    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s %(message)s')
+    stop = threading.Event()
+    # The message being sent is finished and committed before the worker exits.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    outcomes = outbox.run(config, db.load_queries(), once=args.once, stop=stop)
+    print(f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, {outcomes["failed"]} failed')
+
+
 def parser():
     top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
     commands = top.add_subparsers(dest='command', required=True)
@@ -77,6 +91,10 @@ def parser():
     touch.add_argument('--account-id', type=int, required=True)
     touch.add_argument('key', choices=('label', 'inbox', 'team'))
     touch.set_defaults(run=cmd_touch_cache_key)
+
+    deliver = commands.add_parser('deliver-mail', help='send queued e-mail over SMTP until stopped')
+    deliver.add_argument('--once', action='store_true', help='send what is due, then exit')
+    deliver.set_defaults(run=cmd_deliver_mail)
     return top
 
 

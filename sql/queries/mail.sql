@@ -2,3 +2,39 @@
 INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body)
 VALUES (%(kind)s, %(to_address)s, %(subject)s, %(text_body)s, %(html_body)s)
 RETURNING id;
+
+-- name: claim_due
+-- The row stays locked until the worker's transaction ends, after the SMTP exchange, so a
+-- second worker skips it rather than sending it again (mail_outbox_pending_idx).
+SELECT id, to_address, subject, text_body, html_body, attempts
+  FROM mail_outbox
+ WHERE status = 'pending'
+   AND next_attempt_at <= now()
+ ORDER BY next_attempt_at, id
+ LIMIT 1
+   FOR UPDATE SKIP LOCKED;
+
+-- name: mark_sent
+-- The bodies carry one-time links: once delivered they are not kept. clock_timestamp(), as
+-- the transaction began before the SMTP exchange.
+UPDATE mail_outbox
+   SET status = 'sent',
+       attempts = attempts + 1,
+       message_id = %(message_id)s,
+       sent_at = clock_timestamp(),
+       text_body = NULL,
+       html_body = NULL
+ WHERE id = %(id)s
+RETURNING id;
+
+-- name: record_failure
+-- A message that will never be sent drops its bodies too: nobody will use those links.
+UPDATE mail_outbox
+   SET status = %(status)s,
+       attempts = attempts + 1,
+       last_error = %(error)s,
+       next_attempt_at = clock_timestamp() + %(retry_after)s,
+       text_body = CASE WHEN %(status)s = 'failed' THEN NULL ELSE text_body END,
+       html_body = CASE WHEN %(status)s = 'failed' THEN NULL ELSE html_body END
+ WHERE id = %(id)s
+RETURNING id;

@@ -1,0 +1,133 @@
+"""/auth/confirmation, /auth/password and /api/v1/profile/resend_confirmation."""
+
+import errors
+import tokens
+from resources import send_json_text
+from services import mail
+from services import passwords
+from services import sessions
+
+INVALID_TOKEN = 'Invalid token'
+RESET_REQUESTED = {'message': 'Request for password reset is successful. '
+                              'A email with instructions will be sent to your email if it exists.'}
+
+
+def _digest(doc, key):
+    """The digest of the one-time token in ``doc[key]``; an unusable one is a 422."""
+    token = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(token, str) or not token:
+        raise errors.Unprocessable(message=INVALID_TOKEN)
+    return tokens.digest(token)
+
+
+def _send_signed_in(resp, conn, queries, config, user_id, session, uid):
+    """200 ``{"data": <user>}`` with the five headers of the token just issued."""
+    doc = conn.execute(queries['users.document'], {
+        'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix,
+    }).fetchone()['doc']
+    token, client, expires_at = session
+    tokens.set_headers(resp, token, client, expires_at, uid)
+    send_json_text(resp, doc, key='data')
+
+
+class Confirmation:
+    """Confirm the address a confirmation link was mailed to, and sign in (SPEC 3.1)."""
+
+    access = {'POST': 'public'}
+    schemas = {'POST': 'confirmation_create'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp):
+        digest = _digest(req.context.doc, 'confirmation_token')
+        # A pending address taken by someone else meanwhile fails the UPDATE on
+        # users_email_key, which errors.py answers with "Email has already been taken".
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                row = conn.execute(self._queries['confirmations.confirm'],
+                                   {'token_digest': digest}).fetchone()
+                if row is None or row['user_id'] is None:
+                    already = row is not None and row['already_confirmed']
+                    raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
+                session = sessions.issue(conn, self._queries, self._config, row['user_id'])
+            _send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
+
+
+class Password:
+    """Ask for a password reset link (POST), and use it (PUT) (SPEC 3.1)."""
+
+    access = {'POST': 'public', 'PUT': 'public'}
+    rate_limits = {'POST': (('ip', 5, 30 * 60),)}
+    schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
+    # A bad link is reported before the password rules: no new password can fix it.
+    deferred_validation = {'PUT'}
+
+    def __init__(self, pool, queries, config, validators):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+        self._validator = validators['password_reset_update']
+
+    def on_post(self, req, resp):
+        email = req.context.doc.get('email')
+        if isinstance(email, str) and email.strip():
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    user = conn.execute(self._queries['confirmations.user_by_email'],
+                                        {'email': email.strip().lower()}).fetchone()
+                    if user is not None:
+                        mail.send_reset_password(conn, self._queries, self._config,
+                                                 user['id'], user['name'], user['email'])
+        resp.media = RESET_REQUESTED
+
+    def on_put(self, req, resp):
+        doc = req.context.doc
+        digest = _digest(doc, 'reset_password_token')
+        problems = self._password_problems(doc)
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                user = conn.execute(self._queries['confirmations.take_reset_token'],
+                                    {'token_digest': digest}).fetchone()
+                if user is None:
+                    raise errors.Unprocessable(message=INVALID_TOKEN)
+                if problems:
+                    raise errors.Unprocessable(problems)
+                # The new token first, so that revoking "every other token" spares it.
+                session = sessions.issue(conn, self._queries, self._config, user['id'])
+                passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
+                                 keep_client=session[1], confirm=True)
+            _send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+
+    def _password_problems(self, doc):
+        found = self._validator.errors(doc)
+        confirmation = doc.get('password_confirmation')
+        if isinstance(confirmation, str) and confirmation != doc.get('password'):
+            found.append(('password_confirmation', "Password confirmation doesn't match Password"))
+        return found
+
+
+class ResendConfirmation:
+    """Mail a fresh confirmation link when there is an address to confirm (SPEC 5.7)."""
+
+    access = {'POST': 'user'}
+    schemas = {}
+    rate_limits = {'POST': (('ip', 5, 30 * 60),)}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp):
+        user_id = req.context.caller.id
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                row = conn.execute(self._queries['confirmations.address_to_confirm'],
+                                   {'user_id': user_id}).fetchone()
+                if row is not None:
+                    mail.send_confirmation(conn, self._queries, self._config, user_id, row['name'],
+                                           row['to_address'], new_address=row['new_address'])
+        resp.media = {}

@@ -1,0 +1,135 @@
+"""Delivering the mail outbox over SMTP: the ``manage.py deliver-mail`` worker.
+
+Each message is claimed, sent and marked in one transaction that holds its row lock
+(``FOR UPDATE SKIP LOCKED``), so concurrent workers never send one message twice. If
+the worker dies after the server accepted a message but before the commit, the
+message goes out again: at-least-once, kept rare by the short SMTP timeout.
+"""
+
+import collections
+import datetime
+import email.message
+import email.utils
+import logging
+import smtplib
+import ssl
+import threading
+import time
+
+import psycopg
+from psycopg.rows import dict_row
+
+SMTP_TIMEOUT_SECONDS = 10
+# Ten attempts spread over about 85 minutes (10 s, 20 s, ... 2560 s apart).
+MAX_ATTEMPTS = 10
+FIRST_RETRY_SECONDS = 10
+MAX_RETRY_SECONDS = 3600
+POLL_SECONDS = 1.0
+log = logging.getLogger('frontdesk.mail')
+
+
+def build_message(config, row):
+    """A multipart/alternative message: plain text first, HTML preferred."""
+    message = email.message.EmailMessage()
+    message['From'] = config.mail_from
+    message['To'] = row['to_address']
+    message['Subject'] = row['subject']
+    message['Date'] = email.utils.formatdate(usegmt=True)
+    sender_domain = email.utils.parseaddr(config.mail_from)[1].rpartition('@')[2]
+    message['Message-ID'] = email.utils.make_msgid(domain=sender_domain or 'localhost')
+    message['Auto-Submitted'] = 'auto-generated'
+    message.set_content(row['text_body'])
+    message.add_alternative(row['html_body'], subtype='html')
+    return message
+
+
+def send(config, message):
+    smtp = smtplib.SMTP(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS)
+    try:
+        if config.smtp_starttls:
+            smtp.starttls(context=ssl.create_default_context())
+        if config.smtp_username:
+            smtp.login(config.smtp_username, config.smtp_password or '')
+        smtp.send_message(message)
+    finally:
+        # Once the server has accepted the message, a failed QUIT must not count as a
+        # failed delivery: that would send it again.
+        try:
+            smtp.quit()
+        except (smtplib.SMTPException, OSError):
+            smtp.close()
+
+
+def is_permanent(ex):
+    """True for a 5xx refusal of the recipient: retrying cannot help."""
+    if isinstance(ex, smtplib.SMTPRecipientsRefused):
+        return all(code >= 500 for code, _ in ex.recipients.values())
+    return False
+
+
+def retry_after(attempts):
+    """The pause after failed attempt number ``attempts + 1``."""
+    return datetime.timedelta(seconds=min(FIRST_RETRY_SECONDS * 2**attempts, MAX_RETRY_SECONDS))
+
+
+def _deliver(conn, queries, config, row):
+    try:
+        message = build_message(config, row)
+        send(config, message)
+    except Exception as ex:  # noqa: BLE001 - one bad message must not stop the queue
+        give_up = is_permanent(ex) or row['attempts'] + 1 >= MAX_ATTEMPTS
+        status = 'failed' if give_up else 'pending'
+        # smtplib's messages hold server replies and addresses, never the SMTP password.
+        error = f'{type(ex).__name__}: {ex}'[:1000]
+        conn.execute(queries['mail.record_failure'], {
+            'id': row['id'], 'status': status, 'error': error, 'retry_after': retry_after(row['attempts']),
+        })
+        log.warning('mail %s attempt %s %s: %s', row['id'], row['attempts'] + 1,
+                    'failed for good' if give_up else 'will be retried', type(ex).__name__)
+        return status
+    conn.execute(queries['mail.mark_sent'], {'id': row['id'], 'message_id': message['Message-ID']})
+    log.info('mail %s sent', row['id'])
+    return 'sent'
+
+
+def deliver_due(conn, queries, config, stop=None):
+    """Send every message that is due, one transaction each; count the outcomes."""
+    outcomes = collections.Counter()
+    while stop is None or not stop.is_set():
+        with conn.transaction():
+            row = conn.execute(queries['mail.claim_due']).fetchone()
+            if row is None:
+                break
+            outcomes[_deliver(conn, queries, config, row)] += 1
+    return outcomes
+
+
+def _pause(stop, seconds):
+    # Short sleeps rather than Event.wait(): set() from a signal handler could deadlock
+    # on the Event's own lock if the signal lands while wait() holds it.
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def run(config, queries, once=False, stop=None):
+    """Deliver until ``stop`` is set, or with ``once`` until nothing is due.
+
+    Outside ``once``, a lost database connection is logged and opened again.
+    """
+    stop = stop or threading.Event()
+    total = collections.Counter()
+    while not stop.is_set():
+        try:
+            with psycopg.connect(config.database_url, autocommit=True, row_factory=dict_row) as conn:
+                while not stop.is_set():
+                    total += deliver_due(conn, queries, config, stop)
+                    if once:
+                        return total
+                    _pause(stop, POLL_SECONDS)
+        except psycopg.OperationalError as ex:
+            if once:
+                raise
+            log.warning('database unavailable (%s); trying again', type(ex).__name__)
+            _pause(stop, POLL_SECONDS * 5)
+    return total

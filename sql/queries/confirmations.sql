@@ -1,0 +1,54 @@
+-- name: confirm
+-- Uses up a confirmation token and confirms the address it was mailed to, in one statement:
+-- a pending address moves into email, or the current one is stamped confirmed. A token for
+-- any other address went stale with a later e-mail change. No row: no usable token; a row
+-- without user_id: nothing was confirmed, and already_confirmed says whether that is why.
+-- The final SELECT sees users as they were before the UPDATE.
+WITH taken AS (
+    DELETE FROM one_time_tokens
+     WHERE token_digest = %(token_digest)s
+       AND purpose = 'confirmation'
+       AND expires_at > now()
+    RETURNING user_id, email
+), confirmed AS (
+    UPDATE users u
+       SET email = t.email,
+           unconfirmed_email = CASE WHEN u.unconfirmed_email = t.email THEN NULL ELSE u.unconfirmed_email END,
+           confirmed_at = COALESCE(u.confirmed_at, now()),
+           updated_at = now()
+      FROM taken t
+     WHERE u.id = t.user_id
+       AND (u.unconfirmed_email = t.email OR (u.email = t.email AND u.confirmed_at IS NULL))
+    RETURNING u.id, u.email
+)
+SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed
+  FROM taken t
+  JOIN users u ON u.id = t.user_id
+  LEFT JOIN confirmed c ON c.id = t.user_id;
+
+-- name: take_reset_token
+-- Single use, and only for the address the link was mailed to: after an e-mail change the
+-- old mailbox no longer controls the account.
+DELETE FROM one_time_tokens t
+ USING users u
+ WHERE t.token_digest = %(token_digest)s
+   AND t.purpose = 'reset_password'
+   AND t.expires_at > now()
+   AND u.id = t.user_id
+   AND u.email = t.email
+RETURNING u.id, u.email;
+
+-- name: user_by_email
+SELECT id, name, email
+  FROM users
+ WHERE email = %(email)s;
+
+-- name: address_to_confirm
+-- A pending e-mail change first, else the unconfirmed sign-up address; no row when there is
+-- nothing to confirm. The lock orders this against a concurrent e-mail change, so the newest
+-- token always goes to the newest address.
+SELECT name, COALESCE(unconfirmed_email, email) AS to_address, unconfirmed_email IS NOT NULL AS new_address
+  FROM users
+ WHERE id = %(user_id)s
+   AND (unconfirmed_email IS NOT NULL OR confirmed_at IS NULL)
+   FOR UPDATE;
