@@ -33,6 +33,7 @@ class AccountCollection:
 
     access = {'POST': 'optional'}
     schemas = {'POST': 'account_create'}
+    rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     # The contract puts the 403s, the captcha and the taken address before field rules.
     deferred_validation = {'POST'}
 

@@ -24,6 +24,7 @@ def _unconfirmed(email):
 class SignIn:
     access = {'POST': 'public'}
     schemas = {'POST': 'sign_in'}
+    rate_limits = {'POST': (('ip', 5, 5 * 60), ('email', 10, 15 * 60))}
 
     def __init__(self, pool, queries, config):
         self._pool = pool

@@ -1,0 +1,88 @@
+"""SPEC section 7: limits counted in PostgreSQL, keyed by nginx's X-Real-IP and by e-mail."""
+
+import random
+
+import pytest
+
+from tests.conftest import unique_email
+
+RETRY_LATER = {'message': 'Retry later'}
+
+
+def fresh_ip():
+    return '10.%d.%d.%d' % (random.randrange(256), random.randrange(256), random.randrange(1, 255))
+
+
+@pytest.fixture
+def limited(make_testapp):
+    return make_testapp(RATE_LIMITS='on')
+
+
+def sign_in(app, email, ip, status, extra=None):
+    headers = {'X-Real-IP': ip, **(extra or {})}
+    return app.post_json('/auth/sign_in', {'email': email, 'password': 'wrong password'}, headers=headers,
+                         status=status)
+
+
+def test_sign_in_allows_five_per_ip_then_429_with_retry_after(limited, make_user):
+    ip, user = fresh_ip(), make_user()
+    for _ in range(5):
+        sign_in(limited, user.email, ip, 401)
+    resp = sign_in(limited, user.email, ip, 429)
+    assert resp.json == RETRY_LATER
+    assert 1 <= int(resp.headers['Retry-After']) <= 300
+    # Another address is not affected.
+    sign_in(limited, user.email, fresh_ip(), 401)
+
+
+def test_x_forwarded_for_never_resets_the_limit(limited, make_user):
+    ip, user = fresh_ip(), make_user()
+    for index in range(5):
+        sign_in(limited, user.email, ip, 401, {'X-Forwarded-For': f'192.0.2.{index}'})
+    sign_in(limited, user.email, ip, 429, {'X-Forwarded-For': '192.0.2.200'})
+
+
+def test_x_real_ip_from_an_untrusted_peer_is_not_believed(limited, make_user):
+    user = make_user()
+    peer = {'REMOTE_ADDR': fresh_ip()}
+    for index in range(5):
+        limited.post_json('/auth/sign_in', {'email': user.email, 'password': 'x'},
+                          headers={'X-Real-IP': fresh_ip()}, extra_environ=peer, status=401)
+    limited.post_json('/auth/sign_in', {'email': user.email, 'password': 'x'},
+                      headers={'X-Real-IP': fresh_ip()}, extra_environ=peer, status=429)
+
+
+def test_sign_in_allows_ten_per_email_across_addresses(limited, make_user):
+    user = make_user()
+    for _ in range(10):
+        sign_in(limited, f'  {user.email.upper()} ', fresh_ip(), 401)
+    sign_in(limited, user.email, fresh_ip(), 429)
+    # The right password does not get past the limit either, and another address's e-mail is free.
+    limited.post_json('/auth/sign_in', {'email': user.email, 'password': user.password},
+                      headers={'X-Real-IP': fresh_ip()}, status=429)
+    sign_in(limited, make_user().email, fresh_ip(), 401)
+
+
+def test_sign_up_allows_five_per_ip(limited, conn):
+    ip = fresh_ip()
+    emails = [unique_email('limited') for _ in range(6)]
+    for email in emails[:5]:
+        limited.post_json('/api/v1/accounts', {'account_name': 'A', 'email': email, 'user_full_name': 'U',
+                                               'password': 'password1'}, headers={'X-Real-IP': ip}, status=200)
+    resp = limited.post_json('/api/v1/accounts', {'account_name': 'A', 'email': emails[5], 'user_full_name': 'U',
+                                                  'password': 'password1'}, headers={'X-Real-IP': ip}, status=429)
+    assert resp.json == RETRY_LATER
+    assert conn.execute('SELECT count(*) AS n FROM users WHERE email = %s', (emails[5],)).fetchone()['n'] == 0
+
+
+def test_expired_counters_are_cleaned_up_by_later_hits(limited, make_user, conn):
+    conn.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)"
+                 " VALUES ('old', now() - interval '2 hours', 3, now() - interval '1 hour')")
+    sign_in(limited, make_user().email, fresh_ip(), 401)
+    assert conn.execute("SELECT count(*) AS n FROM rate_limit_counters WHERE bucket = 'old'").fetchone()['n'] == 0
+
+
+def test_limits_are_off_when_configured(testapp, make_user):
+    ip, user = fresh_ip(), make_user()
+    for _ in range(12):
+        sign_in(testapp, user.email, ip, 401)
