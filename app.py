@@ -10,12 +10,16 @@ import errors
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
 from middleware.auth import TokenAuth
+from middleware.drain import DrainRequestBody
+from middleware.rate_limit import RateLimit
 from middleware.request_id import RequestId
+from middleware.validation import MULTIPART_OVERHEAD
 from middleware.validation import JSONHandler
 from middleware.validation import JSONSchemaValidation
 from middleware.validation import load_validators
 from resources import JSON
 from resources import accounts
+from resources import confirmations
 from resources import health
 from resources import profile
 from resources import sessions
@@ -31,10 +35,17 @@ def routes(pool, queries, config, validators):
         (ACCOUNT, accounts.AccountItem(pool, queries, validators)),
         (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
-        ('/api/v1/profile', profile.Profile()),
+        ('/api/v1/profile', profile.Profile(pool, queries, config, validators)),
+        ('/api/v1/profile/avatar', profile.ProfileAvatar(pool, queries, config)),
+        ('/api/v1/profile/availability', profile.ProfileAvailability(pool, queries, config)),
+        ('/api/v1/profile/auto_offline', profile.ProfileAutoOffline(pool, queries, config)),
+        ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),
+        ('/auth/confirmation', confirmations.Confirmation(pool, queries, config)),
+        ('/auth/password', confirmations.Password(pool, queries, config, validators)),
+        ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
@@ -67,17 +78,23 @@ def create_app(config=None, pool=None):
     route_table = routes(pool, queries, config, validators)
     check_access_declarations(route_table)
 
-    app = falcon.App(
-        media_type=JSON,
-        middleware=[
-            RequestId(config.forwarded_allow_ips),
-            TokenAuth(pool, queries, config),
-            RequireAccess(),
-            JSONSchemaValidation(validators, config.avatar_max_bytes),
-        ],
-    )
+    middleware = [
+        # First, so its process_response runs last, after everything else answered.
+        DrainRequestBody(config.avatar_max_bytes + MULTIPART_OVERHEAD),
+        RequestId(config.forwarded_allow_ips),
+        TokenAuth(pool, queries, config),
+        RequireAccess(),
+        JSONSchemaValidation(validators, config.avatar_max_bytes),
+    ]
+    if config.rate_limits:
+        # After validation: the per-e-mail limit of sign-in reads the parsed body.
+        middleware.append(RateLimit(pool, queries))
+    app = falcon.App(media_type=JSON, middleware=middleware)
     json_handler = JSONHandler()
-    app.req_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler})
+    # Multipart only reaches resources that list the method in ``multipart`` (the avatar
+    # upload); JSONSchemaValidation answers 415 everywhere else.
+    app.req_options.media_handlers = falcon.media.Handlers({
+        falcon.MEDIA_JSON: json_handler, falcon.MEDIA_MULTIPART: falcon.media.MultipartFormHandler()})
     app.resp_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler, JSON: json_handler})
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)

@@ -20,6 +20,9 @@ loglevel = os.environ.get('LOG_LEVEL', 'info')
 # One line per request: method, path (never the query string), status, duration in ms,
 # request id. Headers and bodies, where tokens and passwords travel, are never logged.
 access_log_format = 'access method=%(m)s path=%(U)s status=%(s)s duration_ms=%(M)s request_id=%({x-request-id}o)s'
+# gunicorn 27's control socket lives at one path per OS user, shared by every gunicorn
+# of that user (tests, benchmarks, a dev server); nothing here uses it.
+control_socket_disable = True
 # preload_app stays False: psycopg connections must not cross a fork.
 preload_app = False
 

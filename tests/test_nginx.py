@@ -1,0 +1,338 @@
+"""deploy/nginx.conf, run by real nginx in front of real gunicorn."""
+
+import contextlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.conftest import free_port
+from tests.conftest import http
+from tests.conftest import run_gunicorn
+from tests.conftest import unique_email
+
+SITE = ROOT / 'deploy' / 'nginx.conf'
+REQUEST_ID = re.compile(r'^[0-9a-f]{32}$')
+JSON_LIMIT = 1024 * 1024
+UPLOAD_LIMIT = 15 * 1024 * 1024 + 64 * 1024
+
+# What Debian's /etc/nginx/nginx.conf does for a site, with every path inside the test's
+# directory. The site itself comes only from deploy/nginx.conf.
+MAIN_CONF = """
+pid {dir}/nginx.pid;
+error_log {dir}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+    include /etc/nginx/mime.types;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    include {dir}/frontdesk.conf;
+}}
+"""
+
+
+def nginx_binary():
+    found = shutil.which('nginx') or ('/usr/sbin/nginx' if os.path.exists('/usr/sbin/nginx') else None)
+    if found is None:
+        # scripts/bootstrap installs it; in CI a missing nginx is a failure, not a skip.
+        if os.environ.get('CI'):
+            pytest.fail('nginx is not installed (scripts/bootstrap installs nginx-light)')
+        pytest.skip('nginx is not installed; run scripts/test, which installs it')
+    return found
+
+
+def render_site(upstream, port, avatar_dir, access_log, read_timeout='60s'):
+    """deploy/nginx.conf with the EDIT values of this test run."""
+    text = SITE.read_text()
+    for old, new in [
+        ('server 127.0.0.1:8000 ', f'server {upstream} '),
+        ('listen 80;', f'listen 127.0.0.1:{port};'),
+        ('/srv/frontdesk/var/avatars/', f'{avatar_dir}/'),
+        ('/var/log/nginx/frontdesk.access.log', str(access_log)),
+        ('proxy_read_timeout 60s;', f'proxy_read_timeout {read_timeout};'),
+    ]:
+        assert text.count(old) == 1, f'deploy/nginx.conf should contain {old!r} exactly once'
+        text = text.replace(old, new)
+    return text
+
+
+def wait_for_port(port, proc, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f'nginx exited with {proc.returncode}')
+        with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f'nginx did not listen on {port} within {timeout} s')
+
+
+@contextlib.contextmanager
+def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
+    """Start nginx with the rendered site; yield (base URL, access log path)."""
+    conf_dir = pathlib.Path(tempfile.mkdtemp(dir=workdir, prefix='nginx-'))
+    conf_dir.chmod(0o755)  # the workers run as nobody and need the temp dirs in here
+    port = free_port()
+    access_log = conf_dir / 'access.log'
+    (conf_dir / 'frontdesk.conf').write_text(render_site(upstream, port, avatar_dir, access_log, read_timeout))
+    (conf_dir / 'nginx.conf').write_text(MAIN_CONF.format(dir=conf_dir))
+    proc = subprocess.Popen(
+        [nginx_binary(), '-p', str(conf_dir), '-c', str(conf_dir / 'nginx.conf'),
+         '-e', str(conf_dir / 'error.log'), '-g', 'daemon off;'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        try:
+            wait_for_port(port, proc)
+        except (RuntimeError, TimeoutError) as ex:
+            proc.kill()
+            errors = proc.communicate()[1].decode(errors='replace')
+            raise RuntimeError(f'{ex}\n{errors}\n{(conf_dir / "error.log").read_text()}') from None
+        yield f'http://127.0.0.1:{port}', access_log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class CaptchaVerifier(BaseHTTPRequestHandler):
+    """A stand-in for hCaptcha that notes the remoteip it was given and refuses."""
+
+    seen = []
+
+    def do_POST(self):
+        form = urllib.parse.parse_qs(self.rfile.read(int(self.headers['Content-Length'])).decode())
+        self.seen.append(form.get('remoteip', [None])[0])
+        body = b'{"success": false}'
+        self.send_response(200)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope='module')
+def workdir():
+    # Not under pytest's tmp_path: that is private to root, and nginx's workers (nobody)
+    # must read the avatars and write their temp files.
+    path = pathlib.Path(tempfile.mkdtemp(prefix='frontdesk-nginx-'))
+    path.chmod(0o755)
+    (path / 'avatars').mkdir(mode=0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope='module')
+def captcha_verifier():
+    server = ThreadingHTTPServer(('127.0.0.1', 0), CaptchaVerifier)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f'http://127.0.0.1:{server.server_port}/siteverify', CaptchaVerifier.seen
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope='module')
+def gunicorn(base_env, workdir, captcha_verifier):
+    """gunicorn of our own, so that its log is ours to read."""
+    log_path = workdir / 'gunicorn.log'
+    env = {**base_env, 'AVATAR_DIR': str(workdir / 'avatars'),
+           'HCAPTCHA_SECRET': 'test-secret', 'HCAPTCHA_VERIFY_URL': captcha_verifier[0]}
+    with run_gunicorn(env, workers=2, log_path=log_path) as base:
+        yield base, log_path
+
+
+@pytest.fixture(scope='module')
+def nginx(workdir, gunicorn):
+    """(base URL, access log) of nginx in front of the module's gunicorn."""
+    upstream = gunicorn[0].removeprefix('http://')
+    with run_nginx(workdir, upstream, workdir / 'avatars') as running:
+        yield running
+
+
+@pytest.fixture
+def proxy(nginx):
+    return nginx[0]
+
+
+def read_log(path, containing=None, timeout=5.0):
+    """The log so far; with ``containing``, wait until it shows up (logs lag replies)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = path.read_text(errors='replace')
+        if containing is None or containing in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def gunicorn_log(gunicorn):
+    return lambda containing=None: read_log(gunicorn[1], containing)
+
+
+def request(method, url, body=b'', headers=None, source='127.0.0.1'):
+    """One request with http.client, which can choose the source address."""
+    parts = urllib.parse.urlsplit(url)
+    conn = HTTPConnection(parts.hostname, parts.port, timeout=30, source_address=(source, 0))
+    try:
+        conn.request(method, parts.path, body=body, headers=headers or {})
+        answer = conn.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        conn.close()
+
+
+def multipart(size):
+    boundary = 'frontdesk-test-boundary'
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="a.png"\r\n'
+            'Content-Type: image/png\r\n\r\n').encode()
+    tail = f'\r\n--{boundary}--\r\n'.encode()
+    body = head + b'\0' * (size - len(head) - len(tail)) + tail
+    return body, {'Content-Type': f'multipart/form-data; boundary={boundary}'}
+
+
+def test_nginx_request_id_replaces_the_clients_and_both_logs_have_it(proxy, nginx, gunicorn_log):
+    answer = http('GET', proxy + '/healthz', headers={'X-Request-Id': 'chosen-by-the-client'})
+    assert answer.status == 200
+    request_id = answer.headers['x-request-id']
+    assert REQUEST_ID.match(request_id)
+    line = next(line for line in gunicorn_log(request_id).splitlines() if request_id in line)
+    assert re.search(rf'method=GET path=/healthz status=200 duration_ms=\d+ request_id={request_id}$', line)
+    assert 'chosen-by-the-client' not in gunicorn_log()
+    line = next(line for line in read_log(nginx[1], request_id).splitlines() if request_id in line)
+    assert re.match(rf'127\.0\.0\.1 \[.+\] "GET /healthz" 200 \d+ [\d.]+ request_id={request_id}$', line)
+
+
+def test_the_app_sees_nginx_peer_address_not_the_clients_x_real_ip(proxy, captcha_verifier):
+    seen = captcha_verifier[1]
+    seen.clear()
+    body = json.dumps({'account_name': 'Acme', 'email': unique_email(), 'user_full_name': 'Ada',
+                       'password': 'correct horse 1', 'h_captcha_client_response': 'token'})
+    # From 127.0.0.2, so nginx's $remote_addr differs from the peer gunicorn sees.
+    status, _, payload = request('POST', proxy + '/api/v1/accounts', body.encode(), source='127.0.0.2',
+                                 headers={'Content-Type': 'application/json', 'X-Real-IP': '203.0.113.7',
+                                          'X-Forwarded-For': '203.0.113.7'})
+    assert (status, json.loads(payload)) == (422, {'message': 'Invalid captcha'})
+    assert seen == ['127.0.0.2']
+
+
+def test_json_body_over_1_mib_is_nginx_json_413(proxy, gunicorn_log):
+    body = b'{"account_name": "' + b'a' * JSON_LIMIT + b'"}'
+    status, headers, payload = request('POST', proxy + '/api/v1/accounts', body,
+                                       headers={'Content-Type': 'application/json'})
+    assert status == 413
+    assert headers['content-type'] == 'application/json; charset=utf-8'
+    assert json.loads(payload) == {'message': f'Request body is too large (maximum is {JSON_LIMIT} bytes)'}
+    # gunicorn never saw it.
+    assert headers['x-request-id'] not in gunicorn_log()
+
+
+def test_profile_upload_limit_is_the_avatar_limit(proxy, gunicorn_log, make_user):
+    user = make_user()
+    body, headers = multipart(UPLOAD_LIMIT + 1)
+    status, answer_headers, payload = request('PUT', proxy + '/api/v1/profile', body,
+                                              headers={**headers, **user.headers})
+    assert status == 413
+    assert answer_headers['content-type'] == 'application/json; charset=utf-8'
+    assert json.loads(payload) == {'message': f'Request body is too large (maximum is {UPLOAD_LIMIT} bytes)'}
+
+    # Far over the JSON limit but within the avatar limit: it goes through to gunicorn.
+    body, headers = multipart(2 * JSON_LIMIT)
+    status, answer_headers, _ = request('PUT', proxy + '/api/v1/profile', body, headers={**headers, **user.headers})
+    assert status != 413
+    assert f'path=/api/v1/profile status={status}' in gunicorn_log(answer_headers['x-request-id'])
+
+
+def test_an_upload_refused_before_it_is_read_gets_the_apps_answer_not_a_502(proxy):
+    # The app answers 401 without reading the body; gunicorn then closes the connection
+    # while nginx is still sending the rest, which nginx would turn into a 502.
+    body, headers = multipart(8 * JSON_LIMIT)
+    statuses = {request('PUT', proxy + '/api/v1/profile', body, headers=headers)[0] for _ in range(10)}
+    assert statuses == {401}
+
+
+def test_api_access_token_reaches_the_app_and_no_token_is_logged(proxy, nginx, gunicorn_log, make_user):
+    user = make_user()
+    answer = http('GET', proxy + '/api/v1/profile', headers={'api_access_token': user.access_token})
+    assert answer.status == 200
+    assert answer.json['email'] == user.email
+    answer = http('GET', proxy + '/api/v1/profile', headers=user.headers)
+    assert answer.status == 200
+    log = gunicorn_log(answer.headers['x-request-id'])
+    assert user.access_token not in log
+    assert user.token not in log
+    assert user.client not in log
+    nginx_log = read_log(nginx[1], answer.headers['x-request-id'])
+    assert user.access_token not in nginx_log and user.token not in nginx_log
+
+
+def test_avatars_are_served_as_images_with_nosniff(proxy, workdir):
+    for name, content_type in [('a1.jpg', 'image/jpeg'), ('a2.png', 'image/png'),
+                               ('a3.gif', 'image/gif'), ('a4.webp', 'image/webp')]:
+        (workdir / 'avatars' / name).write_bytes(b'<html>not really an image</html>')
+        answer = http('GET', f'{proxy}/avatars/{name}')
+        assert answer.status == 200, name
+        assert answer.headers['content-type'] == content_type
+        assert answer.headers['x-content-type-options'] == 'nosniff'
+        assert answer.body == b'<html>not really an image</html>'
+
+
+@pytest.mark.parametrize('name', ['evil.html', 'evil.svg', 'evil.png.html', '', 'missing.png', '.png'])
+def test_anything_else_under_avatars_is_a_json_404(proxy, workdir, name):
+    for planted in ('evil.html', 'evil.svg', 'evil.png.html'):
+        (workdir / 'avatars' / planted).write_text('<script>alert(1)</script>')
+    answer = http('GET', f'{proxy}/avatars/{name}')
+    assert answer.status == 404
+    assert answer.headers['content-type'] == 'application/json; charset=utf-8'
+    assert answer.json == {'error': 'Resource could not be found'}
+
+
+def test_stopped_gunicorn_is_a_json_502(base_env, workdir):
+    with contextlib.ExitStack() as app:
+        upstream = app.enter_context(run_gunicorn(base_env, workers=1)).removeprefix('http://')
+        with run_nginx(workdir, upstream, workdir / 'avatars') as (proxy, _):
+            assert http('GET', proxy + '/healthz').status == 200
+            app.close()
+            answer = http('GET', proxy + '/healthz')
+    assert answer.status == 502
+    assert answer.headers['content-type'] == 'application/json; charset=utf-8'
+    assert answer.headers['retry-after'] == '5'
+    assert answer.json == {'message': 'Service temporarily unavailable'}
+
+
+def test_slow_upstream_is_a_json_504(workdir):
+    # An upstream that accepts and never answers: the one thing gunicorn won't do on cue.
+    with socket.create_server(('127.0.0.1', 0)) as silent:
+        upstream = f'127.0.0.1:{silent.getsockname()[1]}'
+        with run_nginx(workdir, upstream, workdir / 'avatars', read_timeout='1s') as (proxy, _):
+            started = time.monotonic()
+            answer = http('GET', proxy + '/healthz')
+            elapsed = time.monotonic() - started
+    assert answer.status == 504
+    assert elapsed < 5
+    assert answer.headers['content-type'] == 'application/json; charset=utf-8'
+    assert answer.headers['retry-after'] == '5'
+    assert answer.json == {'message': 'Service temporarily unavailable'}
