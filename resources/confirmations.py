@@ -53,6 +53,11 @@ class Confirmation:
                     already = row is not None and row['already_confirmed']
                     raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
                 session = sessions.issue(conn, self._queries, self._config, row['user_id'])
+                if row['first_confirmation']:
+                    # Sessions opened before the owner of the address proved it may belong to
+                    # whoever signed up with someone else's address: only the new one stays.
+                    conn.execute(self._queries['sessions.revoke_others'],
+                                 {'user_id': row['user_id'], 'keep_client': session[1]})
             _send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
 
 

@@ -21,7 +21,8 @@ WITH taken AS (
        AND (u.unconfirmed_email = t.email OR (u.email = t.email AND u.confirmed_at IS NULL))
     RETURNING u.id, u.email
 )
-SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed
+SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed,
+       u.confirmed_at IS NULL AS first_confirmation
   FROM taken t
   JOIN users u ON u.id = t.user_id
   LEFT JOIN confirmed c ON c.id = t.user_id;
