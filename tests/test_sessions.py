@@ -1,10 +1,8 @@
 """/auth/sign_in, /auth/sign_out, /auth/validate_token and the token rules of SPEC 3."""
 
-import threading
 import time
 
 from tests.conftest import PASSWORD
-from tests.conftest import http
 
 INVALID_LOGIN = {'success': False, 'errors': ['Invalid login credentials. Please try again.']}
 UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}
@@ -129,30 +127,3 @@ def test_token_lifespan_is_configurable(make_testapp, make_user):
     user = make_user()
     resp = sign_in(make_testapp(TOKEN_LIFESPAN_DAYS='1'), user.email, PASSWORD)
     assert abs(int(resp.headers['expiry']) - (time.time() + 86400)) < 60
-
-
-def test_parallel_sign_ins_all_get_working_tokens_within_the_maximum(base_env, make_user, conn):
-    from tests.conftest import run_gunicorn
-
-    user = make_user()
-    with run_gunicorn({**base_env, 'MAX_TOKENS_PER_USER': '5'}, workers=3) as base:
-        answers = [None] * 12
-
-        def go(index):
-            answers[index] = http('POST', base + '/auth/sign_in', {'email': user.email, 'password': PASSWORD})
-
-        threads = [threading.Thread(target=go, args=(index,)) for index in range(12)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert [answer.status for answer in answers] == [200] * 12
-        clients = {answer.headers['client'] for answer in answers}
-        assert len(clients) == 12
-        stored = conn.execute('SELECT client FROM user_tokens WHERE user_id = %s', (user.id,)).fetchall()
-        assert len(stored) == 5
-        working = 0
-        for answer in answers:
-            headers = {name: answer.headers[name] for name in ('access-token', 'client', 'uid')}
-            working += http('GET', base + '/api/v1/profile', headers=headers).status == 200
-        assert working == 5
