@@ -86,3 +86,21 @@ def test_limits_are_off_when_configured(testapp, make_user):
     ip, user = fresh_ip(), make_user()
     for _ in range(12):
         sign_in(testapp, user.email, ip, 401)
+
+
+def test_password_reset_requests_allow_five_per_ip(limited, make_user, conn):
+    ip, user = fresh_ip(), make_user()
+    for _ in range(5):
+        limited.post_json('/auth/password', {'email': user.email}, headers={'X-Real-IP': ip}, status=200)
+    assert limited.post_json('/auth/password', {'email': user.email}, headers={'X-Real-IP': ip},
+                             status=429).json == RETRY_LATER
+    queued = conn.execute("SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s AND kind = 'reset_password'",
+                          (user.email,)).fetchone()['n']
+    assert queued == 5
+
+
+def test_resend_confirmation_allows_five_per_ip(limited, make_user):
+    ip, user = fresh_ip(), make_user(confirmed=False)
+    for _ in range(5):
+        limited.post('/api/v1/profile/resend_confirmation', headers={**user.headers, 'X-Real-IP': ip}, status=200)
+    limited.post('/api/v1/profile/resend_confirmation', headers={**user.headers, 'X-Real-IP': ip}, status=429)
