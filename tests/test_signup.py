@@ -261,3 +261,11 @@ def test_twenty_concurrent_signups_with_one_address_make_one_account(gunicorn_ur
     assert counts(conn, email) == (1, 1)
     accounts = conn.execute('SELECT count(*) AS n FROM accounts WHERE name = %s', (name,)).fetchone()['n']
     assert accounts == 1
+
+
+def test_non_ascii_addresses_are_stored_lower_cased(testapp, conn):
+    email = f'ÉMILE.ΣΟΦΊΑ-{time.time_ns()}@EXAMPLE.COM'
+    resp = testapp.post_json('/api/v1/accounts', signup_body(email=email), status=200)
+    assert resp.json['data']['email'] == email.lower()
+    assert testapp.post_json('/api/v1/accounts', signup_body(email=email.lower()), status=403).json == {
+        'message': f'You have already signed up for an account with {email.lower()}'}
