@@ -571,3 +571,11 @@ def test_an_integral_float_account_id_is_that_account(testapp, conn, agent):
                       {'profile': {'availability': 'offline', 'account_id': float(agent.account_id)}},
                       headers=agent.headers)
     assert membership(conn, agent.id, agent.account_id)['availability'] == 'offline'
+
+
+def test_an_address_outside_ascii_is_invalid(testapp, conn, agent):
+    # It would come back in the uid header, which cannot carry it.
+    before = stored(conn, agent.id)
+    resp = put(testapp, agent, {'profile': {'email': 'zoë@example.com'}}, status=422)
+    assert resp.json == {'message': 'Email is invalid', 'attributes': ['email']}
+    assert stored(conn, agent.id) == before
