@@ -37,8 +37,10 @@ def routes(pool, queries, config, validators):
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
         ('/api/v1/profile', profile.Profile(pool, queries, config, validators)),
         ('/api/v1/profile/avatar', profile.ProfileAvatar(pool, queries, config)),
-        ('/api/v1/profile/availability', profile.ProfileAvailability(pool, queries, config)),
-        ('/api/v1/profile/auto_offline', profile.ProfileAutoOffline(pool, queries, config)),
+        ('/api/v1/profile/availability', profile.ProfileMembershipSetting(
+            pool, queries, config, 'availability', 'profile_availability', queries['profile.set_availability'])),
+        ('/api/v1/profile/auto_offline', profile.ProfileMembershipSetting(
+            pool, queries, config, 'auto_offline', 'profile_auto_offline', queries['profile.set_auto_offline'])),
         ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),

@@ -41,27 +41,15 @@ class ConfigError(Exception):
     """One invalid variable; the message names it."""
 
 
-def _int(env, name, default, low, high):
+def _number(env, name, default, low, high, kind=int):
     raw = env.get(name)
     if raw is None or raw == '':
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise ConfigError(f'{name} must be an integer, got {raw!r}') from None
-    if not low <= value <= high:
-        raise ConfigError(f'{name} must be between {low} and {high}, got {value}')
-    return value
-
-
-def _float(env, name, default, low, high):
-    raw = env.get(name)
-    if raw is None or raw == '':
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f'{name} must be a number, got {raw!r}') from None
+        what = 'an integer' if kind is int else 'a number'
+        raise ConfigError(f'{name} must be {what}, got {raw!r}') from None
     if not low <= value <= high:
         raise ConfigError(f'{name} must be between {low} and {high}, got {value}')
     return value
@@ -107,20 +95,20 @@ def load(env=None):
         frontend_url=_url(env, 'FRONTEND_URL', 'http://localhost:3000'),
         mail_from=env.get('MAIL_FROM') or 'Frontdesk <accounts@localhost>',
         smtp_host=env.get('SMTP_HOST') or 'localhost',
-        smtp_port=_int(env, 'SMTP_PORT', 25, 1, 65535),
+        smtp_port=_number(env, 'SMTP_PORT', 25, 1, 65535),
         smtp_username=env.get('SMTP_USERNAME') or None,
         smtp_password=env.get('SMTP_PASSWORD') or None,
         smtp_starttls=_bool(env, 'SMTP_STARTTLS', False),
         avatar_dir=env.get('AVATAR_DIR') or './var/avatars',
         avatar_url_prefix=prefix,
-        avatar_max_bytes=_int(env, 'AVATAR_MAX_BYTES', 15 * 1024 * 1024, 1024, 1024**3),
-        token_lifespan_days=_int(env, 'TOKEN_LIFESPAN_DAYS', 60, 1, 3650),
-        max_tokens_per_user=_int(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
-        bcrypt_rounds=_int(env, 'BCRYPT_ROUNDS', 12, 4, 31),
+        avatar_max_bytes=_number(env, 'AVATAR_MAX_BYTES', 15 * 1024 * 1024, 1024, 1024**3),
+        token_lifespan_days=_number(env, 'TOKEN_LIFESPAN_DAYS', 60, 1, 3650),
+        max_tokens_per_user=_number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
+        bcrypt_rounds=_number(env, 'BCRYPT_ROUNDS', 12, 4, 31),
         rate_limits=_bool(env, 'RATE_LIMITS', True, true='on', false='off'),
         forwarded_allow_ips=allow,
-        pool_max_size=_int(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
-        pool_timeout=_float(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60),
+        pool_max_size=_number(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
+        pool_timeout=_number(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60, kind=float),
     )
 
 

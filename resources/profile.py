@@ -86,46 +86,29 @@ class ProfileAvatar:
         send_json_text(resp, doc)
 
 
-def _set_membership(pool, queries, config, sql, user_id, params):
-    """Run one membership UPDATE of the caller's; 404 when they are not a member."""
-    with pool.connection() as conn:
-        if conn.execute(sql, {**params, 'user_id': user_id}).fetchone() is None:
-            raise errors.NotFound()
-        return profiles.document(conn, queries, config, user_id)
+class ProfileMembershipSetting:
+    """POST /availability or /auto_offline: one setting of the caller's membership.
 
+    404 when the caller is not a member of ``account_id`` (the UPDATE finds no row).
+    """
 
-class ProfileAvailability:
     access = {'POST': 'user'}
-    schemas = {'POST': 'profile_availability'}
 
-    def __init__(self, pool, queries, config):
+    def __init__(self, pool, queries, config, field, schema, set_sql):
         self._pool = pool
         self._queries = queries
         self._config = config
-        self._set_sql = queries['profile.set_availability']
+        self._field = field
+        self.schemas = {'POST': schema}
+        self._set_sql = set_sql
 
     def on_post(self, req, resp):
-        profile = req.context.doc['profile']
-        params = {'availability': profile['availability'], 'account_id': int(profile['account_id'])}
-        send_json_text(resp, _set_membership(self._pool, self._queries, self._config, self._set_sql,
-                                             req.context.caller.id, params))
-
-
-class ProfileAutoOffline:
-    access = {'POST': 'user'}
-    schemas = {'POST': 'profile_auto_offline'}
-
-    def __init__(self, pool, queries, config):
-        self._pool = pool
-        self._queries = queries
-        self._config = config
-        self._set_sql = queries['profile.set_auto_offline']
-
-    def on_post(self, req, resp):
-        profile = req.context.doc['profile']
-        params = {'auto_offline': profile['auto_offline'], 'account_id': int(profile['account_id'])}
-        send_json_text(resp, _set_membership(self._pool, self._queries, self._config, self._set_sql,
-                                             req.context.caller.id, params))
+        profile, user_id = req.context.doc['profile'], req.context.caller.id
+        params = {'value': profile[self._field], 'account_id': int(profile['account_id']), 'user_id': user_id}
+        with self._pool.connection() as conn:
+            if conn.execute(self._set_sql, params).fetchone() is None:
+                raise errors.NotFound()
+            send_json_text(resp, profiles.document(conn, self._queries, self._config, user_id))
 
 
 class ProfileActiveAccount:

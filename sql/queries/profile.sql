@@ -51,7 +51,7 @@ RETURNING id;
 -- name: set_availability
 -- No row back means the caller is not a member of that account.
 UPDATE account_users
-   SET availability = %(availability)s,
+   SET availability = %(value)s,
        updated_at = now()
  WHERE user_id = %(user_id)s
    AND account_id = %(account_id)s
@@ -60,7 +60,7 @@ RETURNING id;
 -- name: set_auto_offline
 -- No row back means the caller is not a member of that account.
 UPDATE account_users
-   SET auto_offline = %(auto_offline)s,
+   SET auto_offline = %(value)s,
        updated_at = now()
  WHERE user_id = %(user_id)s
    AND account_id = %(account_id)s
