@@ -4,6 +4,7 @@ import logging
 
 import falcon
 
+import apidoc
 import config as config_module
 import db
 import errors
@@ -21,6 +22,7 @@ from resources import JSON
 from resources import accounts
 from resources import confirmations
 from resources import health
+from resources import openapi
 from resources import profile
 from resources import sessions
 
@@ -53,6 +55,8 @@ def routes(pool, queries, config, validators):
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
     if config.signup_enabled:
         table.append(('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)))
+    # Last: it describes every route above, and itself.
+    table.append((apidoc.OPENAPI_PATH, openapi.OpenAPIDocument(table, validators)))
     return table
 
 

@@ -67,7 +67,7 @@ class TokenAuth:
         api_token = req.get_header('api_access_token')
         if token and client and uid:
             req.context.caller = self._by_token(token, client, uid)
-        elif api_token:
+        elif api_token and '\x00' not in api_token:  # PostgreSQL text holds no NUL: nobody's token
             with self._pool.connection() as conn:
                 row = conn.execute(self._by_access_token_sql, {
                     'access_token': api_token,

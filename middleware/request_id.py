@@ -1,9 +1,18 @@
 """Request ids and the client address, trusted only from the configured proxies."""
 
+import ipaddress
 import re
 import uuid
 
 _REQUEST_ID = re.compile(r'^[A-Za-z0-9._:-]{1,128}$')
+
+
+def _is_address(text):
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class RequestId:
@@ -22,8 +31,9 @@ class RequestId:
         if not request_id or not _REQUEST_ID.match(request_id):
             request_id = uuid.uuid4().hex
         req.context.request_id = request_id
-        real_ip = req.get_header('X-Real-IP') if trusted else None
-        req.context.client_ip = real_ip.strip() if real_ip else req.remote_addr
+        real_ip = (req.get_header('X-Real-IP') or '').strip() if trusted else ''
+        # An address or nothing: the rate limits store it as text, where a NUL is an error.
+        req.context.client_ip = real_ip if _is_address(real_ip) else req.remote_addr
 
     def process_response(self, req, resp, resource, req_succeeded):
         resp.set_header('X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex)

@@ -22,6 +22,9 @@ SCHEMAS_DIR = pathlib.Path(__file__).resolve().parent.parent / 'schemas'
 JSON_BODY_LIMIT = 1024 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
 _NUL_ESCAPE = b'\\u0000'
+# orjson parses 1024 levels, but json.dumps (psycopg's Jsonb) runs out of Python stack
+# before that, and orjson.dumps stops at 254: deeper documents could not be stored.
+MAX_DEPTH = 200
 
 
 def _not_blank(validator, wanted, instance, schema):
@@ -152,7 +155,8 @@ def load_validators(directory=SCHEMAS_DIR):
 
 
 class JSONHandler(falcon.media.BaseHandler):
-    """orjson both ways; a body over the limit is a 413, a NUL in a string a 400."""
+    """orjson both ways; a body over the limit is a 413; a NUL in a string, or nesting
+    deeper than MAX_DEPTH, a 400."""
 
     exhaust_stream = True
 
@@ -169,6 +173,9 @@ class JSONHandler(falcon.media.BaseHandler):
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as ex:
             raise errors.BadRequest(f'Malformed JSON: {ex.msg}') from None
+        # Only a body with that many brackets can be that deep: the usual one is not walked.
+        if data.count(b'[') + data.count(b'{') > MAX_DEPTH and _depth(doc) > MAX_DEPTH:
+            raise errors.BadRequest(f'Malformed JSON: nested deeper than {MAX_DEPTH} levels')
         # PostgreSQL can store no NUL character, in text or in jsonb.
         if _NUL_ESCAPE in data and _contains_nul(doc):
             raise errors.BadRequest('Malformed JSON: NUL characters are not allowed')
@@ -178,13 +185,28 @@ class JSONHandler(falcon.media.BaseHandler):
         return orjson.dumps(media)
 
 
-def _contains_nul(value):
-    if isinstance(value, str):
-        return '\x00' in value
+def _children(value):
     if isinstance(value, dict):
-        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_nul(item) for item in value)
+        return [*value.keys(), *value.values()]
+    return value if isinstance(value, list) else ()
+
+
+def _depth(doc):
+    # A loop, not recursion: 1024 levels would overflow Python's stack.
+    depth, level = 0, [doc]
+    while level := [value for value in level if isinstance(value, (dict, list))]:
+        depth += 1
+        level = [child for value in level for child in _children(value)]
+    return depth
+
+
+def _contains_nul(doc):
+    pending = [doc]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str) and '\x00' in value:
+            return True
+        pending.extend(_children(value))
     return False
 
 

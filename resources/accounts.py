@@ -32,6 +32,7 @@ class AccountCollection:
     """Sign-up, or a new account for the signed-in caller (SPEC 4.1)."""
 
     access = {'POST': 'optional'}
+    responses = {'POST': {200: 'signed_in', 403: 'sign_up_refused', 404: 'not_found'}}
     schemas = {'POST': 'account_create'}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     # The contract puts the 403s, the captcha and the taken address before field rules.
@@ -93,6 +94,7 @@ class AccountCollection:
 
 class AccountItem:
     access = {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
+    responses = {'GET': {200: 'account'}, 'PUT': {200: 'account'}, 'PATCH': {200: 'account'}}
     schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
 
     def __init__(self, pool, queries, validators):
@@ -118,6 +120,7 @@ class AccountItem:
 
 class AccountCacheKeys:
     access = {'GET': 'member'}
+    responses = {'GET': {200: 'cache_keys'}}
 
     def __init__(self, pool, queries):
         self._pool = pool
@@ -134,6 +137,7 @@ class AccountActiveAt:
     """POST .../update_active_at: the caller's heartbeat in this account."""
 
     access = {'POST': 'member'}
+    responses = {'POST': {200: 'empty'}}
 
     def __init__(self, pool, queries):
         self._pool = pool

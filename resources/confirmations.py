@@ -34,6 +34,7 @@ class Confirmation:
     """Confirm the address a confirmation link was mailed to, and sign in (SPEC 3.1)."""
 
     access = {'POST': 'public'}
+    responses = {'POST': {200: 'signed_in'}}
     schemas = {'POST': 'confirmation_create'}
 
     def __init__(self, pool, queries, config):
@@ -65,6 +66,7 @@ class Password:
     """Ask for a password reset link (POST), and use it (PUT) (SPEC 3.1)."""
 
     access = {'POST': 'public', 'PUT': 'public'}
+    responses = {'POST': {200: 'reset_requested'}, 'PUT': {200: 'signed_in'}}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
     # A bad link is reported before the password rules: no new password can fix it.
@@ -118,6 +120,7 @@ class ResendConfirmation:
     """Mail a fresh confirmation link when there is an address to confirm (SPEC 5.7)."""
 
     access = {'POST': 'user'}
+    responses = {'POST': {200: 'empty'}}
     schemas = {}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
 

@@ -7,6 +7,7 @@ import db
 
 class Health:
     access = {'GET': 'public'}
+    responses = {'GET': {200: 'health'}}
 
     def on_get(self, req, resp):
         resp.media = {'status': 'ok'}
@@ -16,6 +17,7 @@ class Ready:
     """Ready when the database answers and every migration file is applied."""
 
     access = {'GET': 'public'}
+    responses = {'GET': {200: 'ready', 503: 'not_ready'}}
 
     def __init__(self, pool, queries):
         self._pool = pool

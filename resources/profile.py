@@ -18,6 +18,7 @@ _JSON = JSONHandler()
 
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
+    responses = {'GET': {200: 'user'}, 'PUT': {200: 'user'}, 'PATCH': {200: 'user'}}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}
     # SPEC 5.4 checks the current password before the password rules.
@@ -49,7 +50,7 @@ class Profile:
             raise errors.BadRequest('A multipart body needs a Content-Length header')
         profile, upload = {}, None
         for part in req.get_media():
-            match = _FIELD_NAME.fullmatch(part.name or '')
+            match = _FIELD_NAME.fullmatch(_part_name(part))
             key = match.group(1) if match else None
             if key == 'avatar':
                 upload = avatars.read_upload(part.stream, self._config.avatar_max_bytes) or None
@@ -59,6 +60,14 @@ class Profile:
                 profile[key] = _text(key, part.get_data())
         req.context.avatar = upload
         return {'profile': profile}
+
+
+def _part_name(part):
+    try:
+        return part.name or ''
+    except UnicodeDecodeError:
+        # Falcon decodes the part's headers as UTF-8 and lets the error through.
+        raise errors.BadRequest('Multipart part headers are not UTF-8') from None
 
 
 def _text(key, data):
@@ -74,6 +83,7 @@ def _text(key, data):
 
 class ProfileAvatar:
     access = {'DELETE': 'user'}
+    responses = {'DELETE': {200: 'user'}}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -93,6 +103,7 @@ class ProfileMembershipSetting:
     """
 
     access = {'POST': 'user'}
+    responses = {'POST': {200: 'user', 404: 'not_found'}}
 
     def __init__(self, pool, queries, config, field, schema, set_sql):
         self._pool = pool
@@ -113,6 +124,7 @@ class ProfileMembershipSetting:
 
 class ProfileActiveAccount:
     access = {'PUT': 'user'}
+    responses = {'PUT': {200: 'empty', 404: 'not_found'}}
     schemas = {'PUT': 'profile_active_account'}
 
     def __init__(self, pool, queries):

@@ -23,6 +23,7 @@ def _unconfirmed(email):
 
 class SignIn:
     access = {'POST': 'public'}
+    responses = {'POST': {200: 'signed_in', 401: 'invalid_login'}}
     schemas = {'POST': 'sign_in'}
     rate_limits = {'POST': (('ip', 5, 5 * 60), ('email', 10, 15 * 60))}
 
@@ -58,6 +59,7 @@ class SignIn:
 
 class SignOut:
     access = {'DELETE': 'user'}
+    responses = {'DELETE': {200: 'signed_out'}}
 
     def __init__(self, pool, queries):
         self._pool = pool
@@ -75,6 +77,7 @@ class SignOut:
 
 class ValidateToken:
     access = {'GET': 'optional'}
+    responses = {'GET': {200: 'token_valid', 401: 'invalid_token'}}
 
     def on_get(self, req, resp):
         caller = req.context.caller

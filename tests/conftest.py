@@ -28,10 +28,25 @@ import db
 from services import passwords
 from services import sessions
 from services import users
+from tests import contract
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get('TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres')
 PASSWORD = 'correct horse 1'
+_unchecked_do_request = webtest.TestApp.do_request
+
+
+def _checked_do_request(self, req, status=None, expect_errors=None):
+    """Every WebTest response must be one /api/v1/openapi.json documents."""
+    resp = _unchecked_do_request(self, req, status=status, expect_errors=expect_errors)
+    contract.check(req.method, req.path_info, req.headers, resp.status_int, resp.headers, resp.body)
+    return resp
+
+
+# NOTE: on the class, not a subclass, so that the apps tests build themselves with
+# webtest.TestApp(create_app(...)) are checked too. Routes the document does not know
+# (a test's own /boom) are left alone; see tests/contract.py.
+webtest.TestApp.do_request = _checked_do_request
 
 
 def database_url_for(admin_url, name):
@@ -237,6 +252,8 @@ def http(method, url, json_body=None, headers=None, data=None, timeout=30):
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
+            result = Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
     except urllib.error.HTTPError as ex:
-        return Answer(ex.code, {k.lower(): v for k, v in ex.headers.items()}, ex.read())
+        result = Answer(ex.code, {k.lower(): v for k, v in ex.headers.items()}, ex.read())
+    contract.check(method, url, headers, result.status, result.headers, result.body)
+    return result

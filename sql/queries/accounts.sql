@@ -11,7 +11,8 @@ SELECT account_json(a)::text AS doc
 -- name: update
 -- Only the keys present in the patch change. timezone, industry and company_size live in
 -- custom_attributes beside keys set elsewhere, which are kept; onboarding moves on from
--- account_update to invite_team and is otherwise left alone.
+-- account_update to invite_team and is otherwise left alone. auto_resolve_duration goes
+-- through numeric: JSON Schema counts 30.0 as an integer, and '30.0'::integer is an error.
 WITH patch AS (
     SELECT %(patch)s::jsonb AS p
 ), extra AS (
@@ -25,7 +26,7 @@ UPDATE accounts a
        domain = CASE WHEN p ? 'domain' THEN p->>'domain' ELSE a.domain END,
        support_email = CASE WHEN p ? 'support_email' THEN p->>'support_email' ELSE a.support_email END,
        auto_resolve_duration = CASE WHEN p ? 'auto_resolve_duration'
-                                    THEN (p->>'auto_resolve_duration')::integer
+                                    THEN (p->>'auto_resolve_duration')::numeric::integer
                                     ELSE a.auto_resolve_duration END,
        custom_attributes = CASE WHEN a.custom_attributes->>'onboarding_step' = 'account_update'
                                 THEN jsonb_set(a.custom_attributes || extra.attrs, '{onboarding_step}', '"invite_team"')

@@ -1,0 +1,254 @@
+"""The OpenAPI 3.1 document, built once from ``schemas/`` and the route table.
+
+Each resource already declares, per method, its access level, its request schema and
+whether it takes multipart. It also declares ``responses = {'GET': {200: 'user'}}``:
+the statuses only it can answer, by a name of RESPONSES below. The statuses the
+middleware answers follow from the other declarations (a schema means 400/413/415/422,
+a signed-in access level 401...), so nothing is written down twice.
+
+The schema files go under ``components/schemas/<file stem>`` as they are, their
+relative ``$ref``s rewritten to point there.
+"""
+
+import re
+
+from middleware.auth import access_level
+
+OPENAPI_PATH = '/api/v1/openapi.json'
+_BODIES = 'response_bodies.json#/$defs/'
+_ERRORS = 'response_errors.json#/$defs/'
+
+# The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
+# on the successes of requests authenticated with them.
+TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
+
+# name: (description, body schema, headers besides X-Request-Id)
+RESPONSES = {
+    'health': ('The process runs.', _BODIES + 'health', ()),
+    'ready': ('The database answers and every migration is applied.', _BODIES + 'ready', ()),
+    'not_ready': ('The database does not answer, or migrations are pending.', _BODIES + 'not_ready',
+                  ('Retry-After',)),
+    'openapi': ('This document.', _BODIES + 'openapi', ()),
+    'user': ('The user (SPEC 5.1).', 'response_user.json', ()),
+    'account': ('The account (SPEC 5.2).', 'response_account.json', ()),
+    'cache_keys': ("The account's cache keys.", _BODIES + 'cache_keys', ('Cache-Control',)),
+    'empty': ('Done.', _BODIES + 'empty', ()),
+    'signed_in': ('Signed in: the user, and the five headers of a new token (of the caller, when '
+                  'already signed in).', _BODIES + 'signed_in', TOKEN_HEADERS),
+    'signed_out': ('The token is revoked (and not echoed).', _BODIES + 'signed_out', ()),
+    'token_valid': ('The credentials are valid.', _BODIES + 'token_valid', ()),
+    'reset_requested': ('A reset link is mailed if the address belongs to a user.', _BODIES + 'reset_requested', ()),
+    'bad_request': ('The body is not valid JSON (NUL characters and lone surrogates included), or a '
+                    'multipart body cannot be parsed.', _ERRORS + 'message', ()),
+    'unauthenticated': ('No valid credentials: missing, malformed, unknown, expired or revoked alike.',
+                        _ERRORS + 'unauthenticated', ()),
+    'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
+    'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
+                      'address.', _ERRORS + 'invalid_login', ()),
+    'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
+    'sign_up_refused': ('Sign-up refused for its parameters (SPEC 4.1).', _ERRORS + 'message', ()),
+    'not_found': ('Not found: an account the caller is not a member of, or sign-up disabled.',
+                  _ERRORS + 'not_found', ()),
+    'too_large': ('The body is over its limit: 1 MiB for JSON, AVATAR_MAX_BYTES + 64 KiB for multipart.',
+                  _ERRORS + 'too_large', ()),
+    'unsupported_media_type': ('The body is not application/json (nor multipart/form-data where that is '
+                               'accepted).', _ERRORS + 'message', ()),
+    'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
+    'rate_limited': ('Too many requests (SPEC 7).', _ERRORS + 'retry_later', ('Retry-After',)),
+    'internal_error': ('A bug; the traceback is in the log under request_id.', _ERRORS + 'internal_error', ()),
+    'unavailable': ('The database is unreachable.', _ERRORS + 'unavailable', ('Retry-After',)),
+    'bad_gateway': ('From nginx (deploy/nginx.conf): gunicorn does not answer.', _ERRORS + 'unavailable',
+                    ('Retry-After',)),
+    'gateway_timeout': ('From nginx (deploy/nginx.conf): gunicorn answers too slowly.', _ERRORS + 'unavailable',
+                        ('Retry-After',)),
+}
+
+# Answered by the service as a whole, unless a resource declares the status itself.
+_EVERYWHERE = {500: 'internal_error', 502: 'bad_gateway', 503: 'unavailable', 504: 'gateway_timeout'}
+
+HEADERS = {
+    'X-Request-Id': ('The request id (nginx\'s, else a new one); the log lines of the request carry it.',
+                     {'type': 'string', 'pattern': '^[A-Za-z0-9._:-]{1,128}$'}),
+    'Retry-After': ('Seconds to wait before trying again.', {'type': 'string', 'pattern': '^[0-9]+$'}),
+    'Cache-Control': ('Clients and proxies may keep the keys briefly.',
+                      {'type': 'string', 'const': 'max-age=10, private, stale-while-revalidate=300'}),
+    'access-token': ('The token; send it back as the access-token header.', {'type': 'string', 'minLength': 1}),
+    'token-type': ('Always Bearer.', {'type': 'string', 'const': 'Bearer'}),
+    'client': ('The client (device) id of the token.', {'type': 'string', 'minLength': 1}),
+    'expiry': ('When the token expires, in epoch seconds.', {'type': 'string', 'pattern': '^[0-9]+$'}),
+    'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
+}
+
+_SIGNED_IN = [{'accessToken': [], 'client': [], 'uid': []}, {'apiAccessToken': []}]
+SECURITY_SCHEMES = {
+    'accessToken': {'type': 'apiKey', 'in': 'header', 'name': 'access-token',
+                    'description': 'Sent with client and uid: the three headers of a sign-in.'},
+    'client': {'type': 'apiKey', 'in': 'header', 'name': 'client'},
+    'uid': {'type': 'apiKey', 'in': 'header', 'name': 'uid', 'description': "The user's current e-mail."},
+    'apiAccessToken': {'type': 'apiKey', 'in': 'header', 'name': 'api_access_token',
+                       'description': "The profile's access_token; its successes echo no token headers."},
+}
+
+DESCRIPTION = """\
+The account and profile API of Frontdesk. Bodies are JSON (`application/json; charset=utf-8`) \
+except the avatar upload; errors are always JSON. Signed-in requests send either the three \
+headers `access-token`, `client`, `uid` of a sign-in, or `api_access_token`. Unknown fields in \
+request bodies are ignored.
+
+Request schemas use three keywords of our own beside JSON Schema 2020-12: `notBlank: true` (a \
+string must hold a non-whitespace character), `maxBytes: N` (at most N bytes in UTF-8) and \
+`format: iana-timezone` (an IANA time zone name the server knows, e.g. `Europe/Paris`). The server \
+enforces them; generic tools ignore them."""
+
+_FIELD = re.compile(r'\{(\w+)(?::(\w+)(?:\(([^)]*)\))?)?\}')
+_LIMITS = {'min': 'minimum', 'max': 'maximum'}
+
+
+def _component_ref(ref, stem):
+    """``definitions.json#/$defs/email`` -> ``#/components/schemas/definitions/$defs/email``."""
+    target, _, fragment = ref.partition('#')
+    return f'#/components/schemas/{target.removesuffix(".json") or stem}{fragment}'
+
+
+def _keyword_notes(node):
+    notes = []
+    if node.get('notBlank'):
+        notes.append('Must not be blank (notBlank).')
+    if 'maxBytes' in node:
+        notes.append(f'At most {node["maxBytes"]} bytes in UTF-8 (maxBytes).')
+    if node.get('format') == 'iana-timezone':
+        notes.append('An IANA time zone name known to the server (format iana-timezone).')
+    return notes
+
+
+def _component(node, stem):
+    """A schema file as an OpenAPI component: refs rewritten, our keywords described."""
+    if isinstance(node, list):
+        return [_component(item, stem) for item in node]
+    if not isinstance(node, dict):
+        return node
+    # $id would make '#/components/...' resolve against the file, not the document.
+    out = {key: _component_ref(value, stem) if key == '$ref' else _component(value, stem)
+           for key, value in node.items() if key not in ('$id', '$schema')}
+    notes = _keyword_notes(node)
+    if notes:
+        out['description'] = ' '.join(filter(None, [node.get('description'), *notes]))
+    return out
+
+
+def _path(template):
+    """Falcon's ``{account_id:int(min=1)}`` -> ``{account_id}`` and its parameter."""
+    parameters = []
+    for name, converter, args in _FIELD.findall(template):
+        schema = {'type': 'string'}
+        if converter == 'int':
+            schema = {'type': 'integer'}
+            for arg in filter(None, args.split(',')):
+                key, _, value = arg.partition('=')
+                schema[_LIMITS[key.strip()]] = int(value)
+        parameters.append({'name': name, 'in': 'path', 'required': True, 'schema': schema})
+    return _FIELD.sub(r'{\1}', template), parameters
+
+
+def _statuses(resource, method, level):
+    """{status: [response names]}: what the resource declares, then what the middleware adds."""
+    declared = getattr(resource, 'responses', {}).get(method)
+    if not declared:
+        raise RuntimeError(f'{type(resource).__name__}: no responses declared for {method}')
+    statuses = {status: [name] for status, name in declared.items()}
+
+    def add(status, name):
+        statuses.setdefault(status, [])
+        if name not in statuses[status]:
+            statuses[status].append(name)
+
+    if level in ('user', 'member', 'administrator'):
+        add(401, 'unauthenticated')
+    if level in ('member', 'administrator'):
+        add(404, 'not_found')
+    if level == 'administrator':
+        add(401, 'not_authorized')
+    if getattr(resource, 'schemas', {}).get(method):
+        for status, name in ((400, 'bad_request'), (413, 'too_large'), (415, 'unsupported_media_type'),
+                             (422, 'unprocessable')):
+            add(status, name)
+    if getattr(resource, 'rate_limits', {}).get(method):
+        add(429, 'rate_limited')
+    for status, name in _EVERYWHERE.items():
+        statuses.setdefault(status, [name])
+    return dict(sorted(statuses.items()))
+
+
+def _header(name, required):
+    return {'$ref': f'#/components/headers/{name}' + ('' if required else '.optional')}
+
+
+def _header_components():
+    components = {}
+    for name, (description, schema) in HEADERS.items():
+        components[name] = {'description': description, 'required': True, 'schema': schema}
+        if name in TOKEN_HEADERS:
+            components[f'{name}.optional'] = {
+                'description': f'{description} Sent when the request used the token headers, or signed in.',
+                'required': False, 'schema': schema}
+    return components
+
+
+def _response(names, status, level):
+    headers = {'X-Request-Id': _header('X-Request-Id', True)}
+    # Successes of token-authenticated requests echo the token (SPEC 3): not for
+    # api_access_token callers, so not required; not after a sign-out, which revoked it.
+    echoed = 200 <= status < 300 and level != 'public' and 'signed_out' not in names
+    for name in names:
+        for header in RESPONSES[name][2]:
+            headers[header] = _header(header, level == 'public' or header not in TOKEN_HEADERS)
+    if echoed:
+        for header in TOKEN_HEADERS:
+            headers.setdefault(header, _header(header, False))
+    schemas = [{'$ref': _component_ref(RESPONSES[name][1], None)} for name in names]
+    return {
+        'description': ' Or: '.join(RESPONSES[name][0] for name in names),
+        'headers': headers,
+        'content': {'application/json': {'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}}},
+    }
+
+
+def _operation(path_template, resource, method, schemas):
+    level = access_level(resource, method)
+    schema_name = getattr(resource, 'schemas', {}).get(method)
+    path, parameters = _path(path_template)
+    summary = schemas[schema_name].get('title') if schema_name else (resource.__doc__ or '').split('\n')[0]
+    operation = {
+        'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
+        'summary': summary or f'{method} {path}',
+        'security': {'public': [], 'optional': [*_SIGNED_IN, {}]}.get(level, _SIGNED_IN),
+        'parameters': parameters,
+        'responses': {str(status): _response(names, status, level)
+                      for status, names in _statuses(resource, method, level).items()},
+    }
+    if schema_name:
+        content = {'application/json': {'schema': {'$ref': f'#/components/schemas/{schema_name}'}}}
+        if method in getattr(resource, 'multipart', ()):
+            content['multipart/form-data'] = {'schema': {'$ref': f'#/components/schemas/{schema_name}_multipart'}}
+        # An empty body counts as {}.
+        operation['requestBody'] = {'required': False, 'content': content}
+    return operation
+
+
+def build(route_table, schemas):
+    """The document for ``route_table`` ([(template, resource)]); ``schemas`` by file stem."""
+    paths = {}
+    for template, resource in route_table:
+        path, _ = _path(template)
+        for method in sorted(getattr(resource, 'access', {})):
+            paths.setdefault(path, {})[method.lower()] = _operation(template, resource, method, schemas)
+    return {
+        'openapi': '3.1.0',
+        'info': {'title': 'Frontdesk accounts API', 'version': '1', 'description': DESCRIPTION},
+        'paths': paths,
+        'components': {
+            'schemas': {stem: _component(schemas[stem], stem) for stem in sorted(schemas)},
+            'headers': _header_components(),
+            'securitySchemes': SECURITY_SCHEMES,
+        },
+    }

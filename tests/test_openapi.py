@@ -1,0 +1,140 @@
+"""GET /api/v1/openapi.json: every route, request and response, from schemas/."""
+
+import re
+
+import openapi_spec_validator
+import pytest
+
+import apidoc
+import app as app_module
+from middleware.validation import load_schemas
+from middleware.validation import load_validators
+from tests import contract
+
+SIGNED_IN = ('user', 'member', 'administrator')
+
+
+@pytest.fixture(scope='module')
+def document(testapp):
+    return testapp.get('/api/v1/openapi.json', status=200).json
+
+
+def test_the_document_is_valid_openapi_3_1(document):
+    assert document['openapi'] == '3.1.0'
+    openapi_spec_validator.validate(document)
+    # The hook that checks every response of the suite uses the same document.
+    assert document == contract.document()
+
+
+def _refs(node):
+    if isinstance(node, dict):
+        if '$ref' in node:
+            yield node['$ref']
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+def test_every_ref_points_into_the_document(document):
+    for ref in set(_refs(document)):
+        assert ref.startswith('#/'), ref
+        node = document
+        for part in ref[2:].split('/'):
+            node = node[part.replace('~1', '/').replace('~0', '~')]
+    assert set(document['components']['schemas']) == set(load_schemas())
+
+
+def test_every_route_and_method_is_described(document, config, pool, queries):
+    route_table = app_module.routes(pool, queries, config, load_validators())
+    for template, resource in route_table:
+        path = re.sub(r'\{(\w+)[^}]*\}', r'{\1}', template)
+        for method, level in resource.access.items():
+            operation = document['paths'][path][method.lower()]
+            where = f'{method} {path}'
+            assert [param['name'] for param in operation['parameters']] == re.findall(r'\{(\w+)', template), where
+            assert (operation['security'] == []) == (level == 'public'), where
+            responses = operation['responses']
+            assert '200' in responses and '500' in responses, where
+            if level in SIGNED_IN:
+                assert responses['401']['content']['application/json']['schema'] is not None, where
+            schema = getattr(resource, 'schemas', {}).get(method)
+            if schema:
+                body = operation['requestBody']['content']['application/json']['schema']
+                assert body == {'$ref': f'#/components/schemas/{schema}'}, where
+                assert {'400', '413', '415', '422'} <= set(responses), where
+            else:
+                assert 'requestBody' not in operation, where
+    described = sum(len(operations) for operations in document['paths'].values())
+    assert described == sum(len(resource.access) for _, resource in route_table)
+
+
+def test_security_is_the_token_headers_or_api_access_token(document):
+    schemes = document['components']['securitySchemes']
+    assert {scheme['name'] for scheme in schemes.values()} == {'access-token', 'client', 'uid', 'api_access_token'}
+    assert all(scheme['type'] == 'apiKey' and scheme['in'] == 'header' for scheme in schemes.values())
+    assert document['paths']['/api/v1/profile']['get']['security'] == [
+        {'accessToken': [], 'client': [], 'uid': []}, {'apiAccessToken': []}]
+    assert {} in document['paths']['/api/v1/accounts']['post']['security']
+
+
+def _headers(document, path, method, status):
+    response = document['paths'][path][method]['responses'][status]
+    return {name: contract._resolve(header)['required'] for name, header in response['headers'].items()}
+
+
+def test_response_headers(document):
+    token = {'access-token', 'token-type', 'client', 'expiry', 'uid'}
+    assert _headers(document, '/auth/sign_in', 'post', '200') == {'X-Request-Id': True, **dict.fromkeys(token, True)}
+    # Echoed for token-header requests only, so not required.
+    assert _headers(document, '/api/v1/profile', 'get', '200') == {'X-Request-Id': True, **dict.fromkeys(token, False)}
+    assert _headers(document, '/auth/sign_out', 'delete', '200') == {'X-Request-Id': True}
+    assert _headers(document, '/api/v1/accounts/{account_id}/cache_keys', 'get', '200')['Cache-Control'] is True
+    assert _headers(document, '/auth/sign_in', 'post', '429')['Retry-After'] is True
+    assert _headers(document, '/api/v1/profile', 'get', '503')['Retry-After'] is True
+
+
+def test_the_multipart_body_has_every_profile_field_and_the_avatar(document):
+    schemas = document['components']['schemas']
+    profile = schemas['profile_update']['properties']['profile']['properties']
+    multipart = schemas['profile_update_multipart']['properties']
+    assert set(multipart) == {f'profile[{name}]' for name in profile} | {'profile[avatar]'}
+    assert multipart['profile[avatar]']['format'] == 'binary'
+    content = document['paths']['/api/v1/profile']['put']['requestBody']['content']
+    assert content['multipart/form-data']['schema'] == {'$ref': '#/components/schemas/profile_update_multipart'}
+
+
+def test_our_own_keywords_are_explained(document):
+    schemas = document['components']['schemas']
+    assert 'notBlank' in document['info']['description']
+    assert '(notBlank)' in schemas['account_update']['properties']['name']['description']
+    assert '(format iana-timezone)' in schemas['account_update']['properties']['timezone']['description']
+    assert '(maxBytes)' in schemas['definitions']['$defs']['password']['description']
+
+
+def test_a_method_without_declared_responses_stops_the_boot():
+    class Forgotten:
+        access = {'GET': 'user', 'DELETE': 'user'}
+        responses = {'GET': {200: 'user'}}
+
+    with pytest.raises(RuntimeError, match='no responses declared for DELETE'):
+        apidoc.build([('/x', Forgotten())], load_schemas())
+
+
+def test_the_contract_hook_fails_on_what_the_document_does_not_say():
+    headers = {'Content-Type': 'application/json', 'X-Request-Id': 'r1'}
+    contract.check('GET', '/healthz', {}, 200, headers, b'{"status": "ok"}')
+    with pytest.raises(AssertionError, match='status 201 is not documented'):
+        contract.check('GET', '/healthz', {}, 201, headers, b'{"status": "ok"}')
+    with pytest.raises(AssertionError, match='does not match the documented schema'):
+        contract.check('GET', '/healthz', {}, 200, headers, b'{"status": "fine"}')
+    with pytest.raises(AssertionError, match='required header X-Request-Id'):
+        contract.check('GET', '/healthz', {}, 200, {'Content-Type': 'application/json'}, b'{"status": "ok"}')
+    with pytest.raises(AssertionError, match='token headers are not echoed'):
+        contract.check('GET', '/api/v1/profile', {'access-token': 'a', 'client': 'b', 'uid': 'c'}, 200, headers,
+                       b'{}')
+    # A documented path with another method is an unknown route: the 404 is all it may answer.
+    contract.check('DELETE', '/healthz', {}, 404, headers, b'{"error": "Resource could not be found"}')
+    # A route only a test knows is left alone.
+    contract.check('GET', '/boom', {}, 500, headers, b'not json')
