@@ -33,8 +33,12 @@ class Caller:
     def __init__(self, row, token=None):
         self.id = row['id']
         self.email = row['email']
+        # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = row['doc']
-        self.roles = {entry['id']: entry['role'] for entry in orjson.loads(self.doc_text)['accounts']}
+        if self.doc_text is not None:
+            self.roles = {entry['id']: entry['role'] for entry in orjson.loads(self.doc_text)['accounts']}
+        else:
+            self.roles = {int(account_id): role for account_id, role in orjson.loads(row['roles'] or '{}').items()}
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
 
@@ -47,6 +51,9 @@ def access_level(resource, method):
 
 class TokenAuth:
     """Resolve the token headers or ``api_access_token`` into ``req.context.caller``.
+
+    Resources whose answer is the caller's own user JSON declare the methods in
+    ``caller_document``; the lookup then renders it in the same round trip.
 
     A missing, malformed, unknown, expired or revoked credential leaves the caller
     None; RequireAccess then answers the one 401 that never says which part was wrong.
@@ -65,22 +72,18 @@ class TokenAuth:
             return
         token, client, uid = req.get_header('access-token'), req.get_header('client'), req.get_header('uid')
         api_token = req.get_header('api_access_token')
+        params = {'avatar_url_prefix': self._config.avatar_url_prefix,
+                  'with_doc': req.method in getattr(resource, 'caller_document', ())}
         if token and client and uid:
-            req.context.caller = self._by_token(token, client, uid)
+            req.context.caller = self._by_token(token, client, uid, params)
         elif api_token and '\x00' not in api_token:  # PostgreSQL text holds no NUL: nobody's token
             with self._pool.connection() as conn:
-                row = conn.execute(self._by_access_token_sql, {
-                    'access_token': api_token,
-                    'avatar_url_prefix': self._config.avatar_url_prefix,
-                }).fetchone()
+                row = conn.execute(self._by_access_token_sql, {**params, 'access_token': api_token}).fetchone()
             req.context.caller = Caller(row) if row else None
 
-    def _by_token(self, token, client, uid):
+    def _by_token(self, token, client, uid, params):
         with self._pool.connection() as conn:
-            row = conn.execute(self._by_token_sql, {
-                'digest': tokens.digest(token),
-                'avatar_url_prefix': self._config.avatar_url_prefix,
-            }).fetchone()
+            row = conn.execute(self._by_token_sql, {**params, 'digest': tokens.digest(token)}).fetchone()
             if row is None:
                 return None
             # The digest found the row; client and uid must match too, compared in

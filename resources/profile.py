@@ -18,6 +18,7 @@ _JSON = JSONHandler()
 
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
+    caller_document = {'GET'}
     responses = {'GET': {200: 'user'}, 'PUT': {200: 'user'}, 'PATCH': {200: 'user'}}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}

@@ -77,6 +77,7 @@ class SignOut:
 
 class ValidateToken:
     access = {'GET': 'optional'}
+    caller_document = {'GET'}
     responses = {'GET': {200: 'token_valid', 401: 'invalid_token'}}
 
     def on_get(self, req, resp):

@@ -9,6 +9,8 @@ from services import passwords
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
 PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui_settings')
+# Fields checked against the stored row (current password, address taken), under its lock.
+CHECKED_FIELDS = frozenset(('email', 'password', 'current_password', 'password_confirmation'))
 INVALID_CURRENT_PASSWORD = 'Invalid current password'
 
 
@@ -19,6 +21,12 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
     only token a password change leaves valid.
     """
     profile = _profile(validator, doc, upload)
+    if not upload and not CHECKED_FIELDS & profile.keys():
+        # Nothing to check against the stored row: one statement, no lock, no transaction.
+        problems = validator.errors(doc)
+        if problems:
+            raise errors.Unprocessable(problems)
+        return _write(conn, queries, config, user_id, {key: profile[key] for key in PLAIN_FIELDS if key in profile})
     image = avatars.prepare(upload) if upload else None
     email = _normalised_email(profile)
     stored = None
@@ -32,7 +40,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
                 patch['unconfirmed_email'] = new_email
             if image:
                 stored = patch['avatar'] = avatars.store(config.avatar_dir, *image)
-            conn.execute(queries['profile.update'], {'user_id': user_id, 'patch': Jsonb(patch)})
+            user_doc = _write(conn, queries, config, user_id, patch)
             if new_email:
                 mail.send_confirmation(conn, queries, config, user_id, profile.get('name') or user['name'],
                                        new_email, new_address=True)
@@ -43,7 +51,14 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
         raise
     if stored:
         avatars.remove(config.avatar_dir, user['avatar'])
-    return document(conn, queries, config, user_id)
+    return user_doc
+
+
+def _write(conn, queries, config, user_id, patch):
+    """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
+    return conn.execute(queries['profile.update'], {
+        'user_id': user_id, 'patch': Jsonb(patch), 'avatar_url_prefix': config.avatar_url_prefix,
+    }).fetchone()['doc']
 
 
 def remove_avatar(conn, queries, config, user_id):
@@ -56,7 +71,6 @@ def remove_avatar(conn, queries, config, user_id):
 
 
 def document(conn, queries, config, user_id):
-    # A separate statement: user_json() inside the UPDATE would still see the old row.
     return conn.execute(queries['users.document'], {
         'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix,
     }).fetchone()['doc']

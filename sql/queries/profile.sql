@@ -39,7 +39,7 @@ UPDATE users u
        updated_at = now()
   FROM (SELECT %(patch)s::jsonb AS p) AS patch
  WHERE u.id = %(user_id)s
-RETURNING u.id;
+RETURNING user_json(u, %(avatar_url_prefix)s)::text AS doc;
 
 -- name: clear_avatar
 UPDATE users
