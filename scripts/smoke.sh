@@ -2,7 +2,7 @@
 # scripts/smoke.sh BASE_URL: walk the main flows of a running Frontdesk with curl.
 #
 #   scripts/smoke.sh https://frontdesk.example.com            # through nginx
-#   SMOKE_SKIP_AVATAR_FETCH=1 scripts/smoke.sh http://127.0.0.1:8000   # gunicorn alone
+#   scripts/smoke.sh http://127.0.0.1:8000              # gunicorn alone (scripts/run)
 #
 # It signs up a new user (a unique address), checks the five token headers, reads and
 # updates the profile (name, a ui_settings key), uploads a small PNG avatar and fetches it
@@ -17,8 +17,8 @@
 # Environment (all optional):
 #   SMOKE_EMAIL_DOMAIN=example.com  domain of the sign-up address; its confirmation
 #                                   e-mail is queued like any other
-#   SMOKE_SKIP_AVATAR_FETCH=1       skip fetching the avatar file: gunicorn alone does not
-#                                   serve AVATAR_DIR, nginx does
+#   SMOKE_SKIP_AVATAR_FETCH=1       skip fetching the avatar file (it is skipped anyway when
+#                                   gunicorn answers directly: nginx serves AVATAR_DIR)
 #   SMOKE_MAX_TIME=10               seconds allowed per request
 #
 # Each run leaves a user and an account behind (there is no delete endpoint), and uses
@@ -147,9 +147,13 @@ call 'avatar upload' 200 PUT /api/v1/profile "${auth[@]}" -F "profile[avatar]=@$
 get avatar_url 'd["avatar_url"]'
 check 'env["avatar_url"] != ""'
 say "avatar upload: $avatar_url"
+server=$(py 'h.get("server", "")')
 
 if [ "${SMOKE_SKIP_AVATAR_FETCH:-0}" = 1 ]; then
   echo "skip avatar fetch: SMOKE_SKIP_AVATAR_FETCH=1"
+elif [ "$server" = gunicorn ]; then
+  # Nothing in front of gunicorn (scripts/run alone): nginx is what serves AVATAR_DIR.
+  echo "skip avatar fetch: no proxy in front (Server: gunicorn); nginx serves the avatar files"
 elif [[ $avatar_url != /* ]]; then
   echo "skip avatar fetch: $avatar_url is not under $base"
 else
