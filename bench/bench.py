@@ -473,7 +473,8 @@ def explain_hot_queries(url, users):
     Each query runs once first, so the plans are those of a warm session, as in a worker."""
     queries = db.load_queries()
     i = secrets.randbelow(users) + 1
-    auth = {'digest': hashlib.sha256(f'bench-token-{i}'.encode()).digest(), 'avatar_url_prefix': AVATAR_URL_PREFIX}
+    auth = {'digest': hashlib.sha256(f'bench-token-{i}'.encode()).digest(), 'avatar_url_prefix': AVATAR_URL_PREFIX,
+            'with_doc': True}
     texts = []
     with psycopg.connect(url, autocommit=True) as conn:
         for sql, params, title in ((queries['auth.user_for_token'], auth, f'auth.user_for_token, token of user {i}'),
