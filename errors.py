@@ -12,7 +12,6 @@ import traceback
 import falcon
 import orjson
 import psycopg
-import psycopg_pool
 
 log = logging.getLogger('frontdesk')
 
@@ -155,11 +154,11 @@ def _unexpected(req, resp, ex, params):
 def install(app):
     """Register the serializer and the handlers on ``app``."""
     app.set_error_serializer(serialize)
-    # Order matters: Falcon picks the most specific class registered.
+    # Falcon picks the most specific class registered for an exception, whatever the order;
+    # psycopg_pool.PoolTimeout is an OperationalError, so it is a 503 too.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPMethodNotAllowed, _method_not_allowed)
     app.add_error_handler(falcon.MediaMalformedError, _media_error)
     app.add_error_handler(falcon.MediaNotFoundError, _media_error)
     app.add_error_handler(psycopg.OperationalError, _database_unavailable)
     app.add_error_handler(psycopg.errors.UniqueViolation, _unique_violation)
-    app.add_error_handler(psycopg_pool.PoolTimeout, _database_unavailable)
