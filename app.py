@@ -67,7 +67,7 @@ def check_access_declarations(route_table):
         for method in falcon.COMBINED_METHODS:
             if hasattr(resource, f'on_{method.lower()}') and method not in declared:
                 raise RuntimeError(f'{type(resource).__name__}.on_{method.lower()} has no access level')
-        for method, level in declared.items():
+        for level in declared.values():
             if level not in LEVELS:
                 raise RuntimeError(f'{type(resource).__name__}: unknown access level {level!r}')
             if level in ('member', 'administrator') and '{account_id' not in template:

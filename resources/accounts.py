@@ -2,7 +2,6 @@
 
 import re
 
-import falcon
 from psycopg.types.json import Jsonb
 
 import errors

@@ -51,7 +51,7 @@ def test_x_forwarded_for_never_resets_the_limit(limited, make_user):
 def test_x_real_ip_from_an_untrusted_peer_is_not_believed(limited, make_user):
     user = make_user()
     peer = {'REMOTE_ADDR': fresh_ip()}
-    for index in range(5):
+    for _ in range(5):
         limited.post_json('/auth/sign_in', {'email': user.email, 'password': 'x'},
                           headers={'X-Real-IP': fresh_ip()}, extra_environ=peer, status=401)
     limited.post_json('/auth/sign_in', {'email': user.email, 'password': 'x'},
