@@ -43,6 +43,8 @@ RESPONSES = {
     'unauthenticated': ('No valid credentials: missing, malformed, unknown, expired or revoked alike.',
                         _ERRORS + 'unauthenticated', ()),
     'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
+    'needs_session': ('A credential action (the access token, sessions, MFA, e-mail or password) needs '
+                      'the token headers of a sign-in; api_access_token is refused.', _ERRORS + 'needs_session', ()),
     'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
                       'address.', _ERRORS + 'invalid_login', ()),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
@@ -79,7 +81,8 @@ HEADERS = {
     'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
 }
 
-_SIGNED_IN = [{'accessToken': [], 'client': [], 'uid': []}, {'apiAccessToken': []}]
+_SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
+_SIGNED_IN = [*_SESSION, {'apiAccessToken': []}]
 SECURITY_SCHEMES = {
     'accessToken': {'type': 'apiKey', 'in': 'header', 'name': 'access-token',
                     'description': 'Sent with client and uid: the three headers of a sign-in.'},
@@ -162,8 +165,10 @@ def _statuses(resource, method, level):
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'member', 'administrator'):
+    if level in ('user', 'session', 'member', 'administrator'):
         add(401, 'unauthenticated')
+    if level == 'session':
+        add(403, 'needs_session')
     if level in ('member', 'administrator'):
         add(404, 'not_found')
     if level == 'administrator':
@@ -221,7 +226,7 @@ def _operation(path_template, resource, method, schemas):
     operation = {
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
         'summary': summary or f'{method} {path}',
-        'security': {'public': [], 'optional': [*_SIGNED_IN, {}]}.get(level, _SIGNED_IN),
+        'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION}.get(level, _SIGNED_IN),
         'parameters': parameters,
         'responses': {str(status): _response(names, status, level)
                       for status, names in _statuses(resource, method, level).items()},

@@ -44,6 +44,7 @@ def routes(pool, queries, config, validators):
         ('/api/v1/profile/auto_offline', profile.ProfileMembershipSetting(
             pool, queries, config, 'auto_offline', 'profile_auto_offline', queries['profile.set_auto_offline'])),
         ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
+        ('/api/v1/profile/reset_access_token', profile.ProfileAccessToken(pool, queries, config)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),

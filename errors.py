@@ -18,6 +18,7 @@ log = logging.getLogger('frontdesk')
 NOT_FOUND_BODY = {'error': 'Resource could not be found'}
 UNAUTHENTICATED_BODY = {'errors': ['You need to sign in or sign up before continuing.']}
 FORBIDDEN_ROLE_BODY = {'error': 'You are not authorized to do this action'}
+NEEDS_SESSION_BODY = {'error': 'This action needs a signed-in session'}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -47,6 +48,13 @@ class NotAuthorized(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_401, FORBIDDEN_ROLE_BODY)
+
+
+class NeedsSession(APIError):
+    """A credential action attempted with ``api_access_token`` (SPEC 3.3)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, NEEDS_SESSION_BODY)
 
 
 class BadRequest(APIError):

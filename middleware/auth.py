@@ -5,6 +5,8 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 - ``public``: nobody is looked up (health checks, sign-in);
 - ``optional``: the caller is looked up when credentials are sent (sign-up);
 - ``user``: any signed-in user;
+- ``session``: a user signed in with the token headers; ``api_access_token`` is refused
+  with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions, MFA);
 - ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
 - ``administrator``: an administrator of that account (an agent gets the role 401).
 
@@ -21,7 +23,7 @@ import errors
 import tokens
 
 log = logging.getLogger('frontdesk')
-LEVELS = ('public', 'optional', 'user', 'member', 'administrator')
+LEVELS = ('public', 'optional', 'user', 'session', 'member', 'administrator')
 _TOUCH_AFTER = datetime.timedelta(minutes=10)
 
 
@@ -118,6 +120,10 @@ class RequireAccess:
         if caller is None:
             raise errors.Unauthenticated()
         if level == 'user':
+            return
+        if level == 'session':
+            if caller.token is None:
+                raise errors.NeedsSession()
             return
         role = caller.roles.get(params['account_id'])
         if role is None:

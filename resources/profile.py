@@ -7,6 +7,7 @@ import errors
 from middleware.validation import JSONHandler
 from resources import send_json_text
 from services import avatars
+from services import credentials
 from services import profiles
 
 # Multipart text fields; anything else named profile[...] is ignored like an unknown JSON key.
@@ -138,3 +139,23 @@ class ProfileActiveAccount:
             if conn.execute(self._stamp_sql, params).fetchone() is None:
                 raise errors.NotFound()
         resp.media = {}
+
+
+class ProfileAccessToken:
+    """POST /reset_access_token: a new access_token; the old one stops working at once."""
+
+    access = {'POST': 'session'}
+    responses = {'POST': {200: 'user'}}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp):
+        caller = req.context.caller
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                credentials.change(conn, self._queries, self._config, caller.id, reason='reset_access_token',
+                                   keep_client=caller.token[1], rotate_pubsub=False)
+            send_json_text(resp, profiles.document(conn, self._queries, self._config, caller.id))

@@ -20,7 +20,10 @@ def test_member_reads_the_account_json(testapp, admin, make_user):
         assert resp.content_type == 'application/json'
         body = resp.json
         assert set(body) == {'id', 'name', 'locale', 'domain', 'support_email', 'auto_resolve_duration',
-                             'status', 'custom_attributes', 'created_at', 'cache_keys'}
+                             'status', 'custom_attributes', 'created_at', 'cache_keys', 'features',
+                             'latest_chatwoot_version'}
+        assert body['features'] == {}
+        assert body['latest_chatwoot_version'] is None
         assert body['id'] == admin.account_id
         assert body['name'] == 'Acme'
         assert body['status'] == 'active'

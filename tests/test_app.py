@@ -63,7 +63,10 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     assert declared[account + '/cache_keys'] == {'GET': 'member'}
     assert declared[account + '/update_active_at'] == {'POST': 'member'}
     assert declared['/api/v1/accounts'] == {'POST': 'optional'}
+    # Every profile endpoint is the caller's own; credential actions need a real sign-in
+    # (SPEC 3.3), the rest also take api_access_token.
+    assert declared['/api/v1/profile/reset_access_token'] == {'POST': 'session'}
     for template, access in declared.items():
-        if template.startswith('/api/v1/profile'):
+        if template.startswith('/api/v1/profile') and template != '/api/v1/profile/reset_access_token':
             assert set(access.values()) == {'user'}, template
     assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)
