@@ -11,13 +11,19 @@ import errors
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
 from middleware.auth import TokenAuth
+from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
 from middleware.rate_limit import RateLimit
 from middleware.request_id import RequestId
+from middleware.routing import FORMAT_SUFFIX
+from middleware.routing import RailsPaths
+from middleware.forms import FormHandler
+from middleware.validation import JSON_BODY_LIMIT
 from middleware.validation import MULTIPART_OVERHEAD
 from middleware.validation import JSONHandler
 from middleware.validation import JSONSchemaValidation
 from middleware.validation import load_validators
+from middleware.validation import too_large
 from resources import JSON
 from resources import accounts
 from resources import confirmations
@@ -34,6 +40,7 @@ def routes(pool, queries, config, validators):
     table = [
         ('/healthz', health.Health()),
         ('/readyz', health.Ready(pool, queries)),
+        ('/api', health.ApiInfo(pool, queries)),
         (ACCOUNT, accounts.AccountItem(pool, queries, validators)),
         (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
@@ -51,6 +58,7 @@ def routes(pool, queries, config, validators):
         ('/auth/confirmation', confirmations.Confirmation(pool, queries, config)),
         ('/auth/password', confirmations.Password(pool, queries, config, validators)),
         ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
+        ('/resend_confirmation', confirmations.PublicResendConfirmation(pool, queries, config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
@@ -88,20 +96,28 @@ def create_app(config=None, pool=None):
     middleware = [
         # First, so its process_response runs last, after everything else answered.
         DrainRequestBody(config.avatar_max_bytes + MULTIPART_OVERHEAD),
+        RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
         TokenAuth(pool, queries, config),
         RequireAccess(),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
     ]
+    if config.cors_allowed_origins:
+        # Near the front: its process_response runs after the error serializer and the
+        # others, so every answer, errors included, gets the headers.
+        middleware.insert(1, CORS(config.cors_allowed_origins))
     if config.rate_limits:
         # After validation: the per-e-mail limit of sign-in reads the parsed body.
         middleware.append(RateLimit(pool, queries))
     app = falcon.App(media_type=JSON, middleware=middleware)
     json_handler = JSONHandler()
     # Multipart only reaches resources that list the method in ``multipart`` (the avatar
-    # upload); JSONSchemaValidation answers 415 everywhere else.
+    # upload); JSONSchemaValidation answers 415 everywhere else. Form bodies are accepted
+    # wherever JSON is (SPEC 11).
     app.req_options.media_handlers = falcon.media.Handlers({
-        falcon.MEDIA_JSON: json_handler, falcon.MEDIA_MULTIPART: falcon.media.MultipartFormHandler()})
+        falcon.MEDIA_JSON: json_handler,
+        falcon.MEDIA_URLENCODED: FormHandler(JSON_BODY_LIMIT, too_large),
+        falcon.MEDIA_MULTIPART: falcon.media.MultipartFormHandler()})
     app.resp_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler, JSON: json_handler})
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)

@@ -19,6 +19,7 @@ import app as app_module
 import apidoc
 import config as config_module
 import db
+from middleware import routing
 from middleware.validation import load_validators
 
 _DOCUMENT_URI = 'urn:frontdesk:openapi'
@@ -78,8 +79,8 @@ def _check_body(where, pointer, headers, body):
 def check(method, path, request_headers, status, headers, body):
     """Fail with a clear message when the response is not what the document says."""
     method = method.upper()
-    path = urllib.parse.urlsplit(path).path
-    path = path.rstrip('/') or '/'
+    # The route the app serves: routing.normalize is what the app itself applies first.
+    path = routing.normalize(urllib.parse.urlsplit(path).path, frozenset(document()['paths']))
     request_headers = {name.lower(): value for name, value in request_headers.items()}
     headers = {name.lower(): value for name, value in headers.items()}
     template = next((template for pattern, template in _paths() if pattern.match(path)), None)
