@@ -1,8 +1,9 @@
-"""/auth/confirmation, /auth/password and /api/v1/profile/resend_confirmation."""
+"""/auth/confirmation, /auth/password, /resend_confirmation and /api/v1/profile/resend_confirmation."""
 
 import errors
 import tokens
 from resources import send_json_text
+from services import captcha
 from services import mail
 from services import passwords
 from services import sessions
@@ -116,8 +117,19 @@ class Password:
         return found
 
 
+def _resend(pool, queries, config, user_id=None, email=None):
+    """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7)."""
+    with pool.connection() as conn:
+        with conn.transaction():
+            row = conn.execute(queries['confirmations.address_to_confirm'],
+                               {'user_id': user_id, 'email': email}).fetchone()
+            if row is not None:
+                mail.send_confirmation(conn, queries, config, row['id'], row['name'], row['to_address'],
+                                       new_address=row['new_address'])
+
+
 class ResendConfirmation:
-    """Mail a fresh confirmation link when there is an address to confirm (SPEC 5.7)."""
+    """The signed-in user's own resend (the dashboard's banner)."""
 
     access = {'POST': 'user'}
     responses = {'POST': {200: 'empty'}}
@@ -130,12 +142,31 @@ class ResendConfirmation:
         self._config = config
 
     def on_post(self, req, resp):
-        user_id = req.context.caller.id
-        with self._pool.connection() as conn:
-            with conn.transaction():
-                row = conn.execute(self._queries['confirmations.address_to_confirm'],
-                                   {'user_id': user_id}).fetchone()
-                if row is not None:
-                    mail.send_confirmation(conn, self._queries, self._config, user_id, row['name'],
-                                           row['to_address'], new_address=row['new_address'])
+        _resend(self._pool, self._queries, self._config, user_id=req.context.caller.id)
+        resp.media = {}
+
+
+class PublicResendConfirmation:
+    """POST /resend_confirmation: the verify-e-mail page of a user who cannot sign in yet.
+
+    The same 200 whether or not the address belongs to anyone, so it tells nobody which
+    addresses are registered; captcha-checked like sign-up and limited like reset requests.
+    """
+
+    access = {'POST': 'public'}
+    responses = {'POST': {200: 'empty'}}
+    schemas = {'POST': 'resend_confirmation'}
+    rate_limits = {'POST': (('ip', 5, 30 * 60),)}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp):
+        doc = req.context.doc
+        captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
+        email = doc.get('email')
+        if isinstance(email, str) and email.strip():
+            _resend(self._pool, self._queries, self._config, email=email.strip().lower())
         resp.media = {}

@@ -1,8 +1,20 @@
-"""/healthz and /readyz."""
+"""/healthz, /readyz and /api (the version, and the reference clients' server check)."""
+
+import datetime
 
 import falcon
 
 import db
+from resources import VERSION
+
+
+def _ask(pool, sql, timeout):
+    """The rows of ``sql``, or None when the database does not answer within ``timeout``."""
+    try:
+        with pool.connection(timeout=timeout) as conn:
+            return conn.execute(sql).fetchall()
+    except Exception:  # noqa: BLE001 - any failure to ask means it did not answer
+        return None
 
 
 class Health:
@@ -25,11 +37,8 @@ class Ready:
         self._expected = {path.stem for path in db.migration_files()}
 
     def on_get(self, req, resp):
-        try:
-            with self._pool.connection(timeout=2) as conn:
-                applied = {row['version'] for row in conn.execute(self._applied_sql)}
-        except Exception:  # noqa: BLE001 - any failure to ask means not ready
-            applied = None
+        rows = _ask(self._pool, self._applied_sql, timeout=2)
+        applied = None if rows is None else {row['version'] for row in rows}
         missing = None if applied is None else sorted(self._expected - applied)
         if applied is None or missing:
             resp.status = falcon.HTTP_503
@@ -38,3 +47,29 @@ class Ready:
                           'database': applied is not None, 'pending_migrations': missing}
             return
         resp.media = {'status': 'ready'}
+
+
+class ApiInfo:
+    """GET /api: what the mobile app asks before it accepts a server address.
+
+    Always 200 while the process runs; ``data_services`` says whether the database
+    answered within a second, so operators can read both the version and the state.
+    """
+
+    access = {'GET': 'public'}
+    responses = {'GET': {200: 'api_info'}}
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._ping_sql = queries['health.ping']
+
+    def on_get(self, req, resp):
+        answered = _ask(self._pool, self._ping_sql, timeout=1) is not None
+        resp.media = {
+            'version': VERSION,
+            'timestamp': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds').replace(
+                '+00:00', 'Z'),
+            # The "queue" is the mail outbox, a table of the same database.
+            'queue_services': 'ok',
+            'data_services': 'ok' if answered else 'error',
+        }

@@ -84,6 +84,7 @@ class ValidateToken:
         caller = req.context.caller
         if caller is None:
             raise errors.Unauthenticated(INVALID_TOKEN)
+        # Wrapped in "payload", as the reference system answers and its dashboard reads it.
         body = caller.doc_text.encode('utf-8')
-        resp.data = b'{"success":true,"data":%s}' % body
+        resp.data = b'{"payload":{"success":true,"data":%s}}' % body
         resp.content_type = JSON

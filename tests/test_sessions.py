@@ -73,8 +73,11 @@ def test_sign_out_revokes_only_that_token(testapp, make_user, conn):
 def test_validate_token(testapp, make_user):
     user = make_user()
     resp = testapp.get('/auth/validate_token', headers=user.headers, status=200)
-    assert resp.json['success'] is True
-    assert resp.json['data']['email'] == user.email
+    # SPEC 3.1: wrapped in payload, where the reference dashboard reads payload.data.
+    assert set(resp.json) == {'payload'}
+    assert resp.json['payload']['success'] is True
+    assert resp.json['payload']['data']['email'] == user.email
+    assert resp.json['payload']['data'] == testapp.get('/api/v1/profile', headers=user.headers).json
     assert resp.headers['access-token'] == user.token
     invalid = {'success': False, 'errors': ['Invalid login credentials']}
     assert testapp.get('/auth/validate_token', status=401).json == invalid

@@ -45,11 +45,12 @@ SELECT id, name, email
  WHERE email = %(email)s;
 
 -- name: address_to_confirm
--- A pending e-mail change first, else the unconfirmed sign-up address; no row when there is
--- nothing to confirm. The lock orders this against a concurrent e-mail change, so the newest
+-- The user by id (signed in) or by current address (POST /resend_confirmation): a pending
+-- e-mail change first, else the unconfirmed sign-up address; no row when there is nothing
+-- to confirm. The lock orders this against a concurrent e-mail change, so the newest
 -- token always goes to the newest address.
-SELECT name, COALESCE(unconfirmed_email, email) AS to_address, unconfirmed_email IS NOT NULL AS new_address
+SELECT id, name, COALESCE(unconfirmed_email, email) AS to_address, unconfirmed_email IS NOT NULL AS new_address
   FROM users
- WHERE id = %(user_id)s
+ WHERE (id = %(user_id)s OR email = %(email)s)
    AND (unconfirmed_email IS NOT NULL OR confirmed_at IS NULL)
    FOR UPDATE;
