@@ -13,6 +13,7 @@ relative ``$ref``s rewritten to point there.
 import re
 
 from middleware.auth import access_level
+from resources import VERSION
 
 OPENAPI_PATH = '/api/v1/openapi.json'
 _BODIES = 'response_bodies.json#/$defs/'
@@ -29,6 +30,7 @@ RESPONSES = {
     'not_ready': ('The database does not answer, or migrations are pending.', _BODIES + 'not_ready',
                   ('Retry-After',)),
     'openapi': ('This document.', _BODIES + 'openapi', ()),
+    'api_info': ('The version, and whether the database answers (200 either way).', _BODIES + 'api_info', ()),
     'user': ('The user (SPEC 5.1).', 'response_user.json', ()),
     'account': ('The account (SPEC 5.2).', 'response_account.json', ()),
     'cache_keys': ("The account's cache keys.", _BODIES + 'cache_keys', ('Cache-Control',)),
@@ -53,8 +55,8 @@ RESPONSES = {
                   _ERRORS + 'not_found', ()),
     'too_large': ('The body is over its limit: 1 MiB for JSON, AVATAR_MAX_BYTES + 64 KiB for multipart.',
                   _ERRORS + 'too_large', ()),
-    'unsupported_media_type': ('The body is not application/json (nor multipart/form-data where that is '
-                               'accepted).', _ERRORS + 'message', ()),
+    'unsupported_media_type': ('The body is neither application/json nor application/x-www-form-urlencoded '
+                               '(nor multipart/form-data where that is accepted).', _ERRORS + 'message', ()),
     'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
     'rate_limited': ('Too many requests (SPEC 7).', _ERRORS + 'retry_later', ('Retry-After',)),
     'internal_error': ('A bug; the traceback is in the log under request_id.', _ERRORS + 'internal_error', ()),
@@ -97,6 +99,11 @@ The account and profile API of Frontdesk. Bodies are JSON (`application/json; ch
 except the avatar upload; errors are always JSON. Signed-in requests send either the three \
 headers `access-token`, `client`, `uid` of a sign-in, or `api_access_token`. Unknown fields in \
 request bodies are ignored.
+
+Wherever a JSON body is accepted, `application/x-www-form-urlencoded` is accepted too, in \
+Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, `tags[]=a&tags[]=b`). \
+Its values are strings, cast where the schema wants another type: `true`/`false`/`1`/`0` for \
+booleans, decimal digits for integers, an empty value for null; anything else is the usual 422.
 
 Request schemas use three keywords of our own beside JSON Schema 2020-12: `notBlank: true` (a \
 string must hold a non-whitespace character), `maxBytes: N` (at most N bytes in UTF-8) and \
@@ -232,7 +239,10 @@ def _operation(path_template, resource, method, schemas):
                       for status, names in _statuses(resource, method, level).items()},
     }
     if schema_name:
-        content = {'application/json': {'schema': {'$ref': f'#/components/schemas/{schema_name}'}}}
+        schema_ref = {'$ref': f'#/components/schemas/{schema_name}'}
+        content = {'application/json': {'schema': schema_ref},
+                   # The same fields in Rails' bracket notation; values are cast (DESCRIPTION).
+                   'application/x-www-form-urlencoded': {'schema': schema_ref}}
         if method in getattr(resource, 'multipart', ()):
             content['multipart/form-data'] = {'schema': {'$ref': f'#/components/schemas/{schema_name}_multipart'}}
         # An empty body counts as {}.
@@ -249,7 +259,7 @@ def build(route_table, schemas):
             paths.setdefault(path, {})[method.lower()] = _operation(template, resource, method, schemas)
     return {
         'openapi': '3.1.0',
-        'info': {'title': 'Frontdesk accounts API', 'version': '1', 'description': DESCRIPTION},
+        'info': {'title': 'Frontdesk accounts API', 'version': VERSION, 'description': DESCRIPTION},
         'paths': paths,
         'components': {
             'schemas': {stem: _component(schemas[stem], stem) for stem in sorted(schemas)},

@@ -31,6 +31,8 @@ class Config:
     forwarded_allow_ips: frozenset = frozenset({'127.0.0.1', '::1'})
     pool_max_size: int = 2
     pool_timeout: float = 5.0
+    # Issue 9 (SPEC 11): exact origins allowed cross-origin; empty means CORS is off.
+    cors_allowed_origins: tuple = ()
 
     @property
     def signup_enabled(self):
@@ -74,6 +76,16 @@ def _url(env, name, default):
     return value.rstrip('/')
 
 
+def _origins(env, name):
+    """Exact origins (``https://host[:port]``), comma-separated; ``*`` is refused."""
+    origins = tuple(origin.strip().rstrip('/') for origin in (env.get(name) or '').split(',') if origin.strip())
+    for origin in origins:
+        parts = urllib.parse.urlsplit(origin)
+        if parts.scheme not in ('http', 'https') or not parts.netloc or parts.path or parts.query:
+            raise ConfigError(f'{name} must list origins like https://dashboard.example.com, got {origin!r}')
+    return origins
+
+
 def load(env=None):
     """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
     env = os.environ if env is None else env
@@ -109,6 +121,7 @@ def load(env=None):
         forwarded_allow_ips=allow,
         pool_max_size=_number(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
         pool_timeout=_number(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60, kind=float),
+        cors_allowed_origins=_origins(env, 'CORS_ALLOWED_ORIGINS'),
     )
 
 

@@ -17,10 +17,12 @@ import referencing
 from jsonschema import validators
 
 import errors
+from middleware import forms
 
 SCHEMAS_DIR = pathlib.Path(__file__).resolve().parent.parent / 'schemas'
 JSON_BODY_LIMIT = 1024 * 1024
 MULTIPART_OVERHEAD = 64 * 1024
+UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json or application/x-www-form-urlencoded'
 _NUL_ESCAPE = b'\\u0000'
 # orjson parses 1024 levels, but json.dumps (psycopg's Jsonb) runs out of Python stack
 # before that, and orjson.dumps stops at 254: deeper documents could not be stored.
@@ -119,6 +121,11 @@ class SchemaValidator:
         self.name = name
         self.schema = schema
         self._validator = _Validator(schema, registry=registry, format_checker=_FORMATS)
+        self._resolver = registry.resolver(base_uri=f'{name}.json')
+
+    def coerce(self, doc):
+        """A form body's strings cast to the types this schema wants (middleware/forms.py)."""
+        return forms.coerce(doc, self.schema, self._resolver)
 
     def errors(self, doc):
         found = {}
@@ -226,6 +233,9 @@ def is_multipart(req):
 class JSONSchemaValidation:
     """Parse and validate the body of every method that declares a schema.
 
+    JSON and form bodies are both accepted; a form body's strings are first cast to the
+    types the schema wants, so both then meet the same validation.
+
     A resource declares ``schemas = {'POST': 'account_create'}``. The parsed body is
     left in ``req.context.doc``. Methods listed in ``resource.multipart`` also take
     multipart/form-data, parsed by ``resource.parse_multipart(req)`` into the same
@@ -250,11 +260,13 @@ class JSONSchemaValidation:
         else:
             if req.content_length and req.content_length > JSON_BODY_LIMIT:
                 raise too_large(JSON_BODY_LIMIT)
-            if req.content_type and not req.content_type.lower().startswith('application/json'):
-                raise errors.APIError(
-                    falcon.HTTP_415, {'message': 'Content-Type must be application/json'}
-                )
+            content_type = (req.content_type or 'application/json').lower()
+            form = content_type.startswith(falcon.MEDIA_URLENCODED)
+            if not (form or content_type.startswith(falcon.MEDIA_JSON)):
+                raise errors.APIError(falcon.HTTP_415, {'message': UNSUPPORTED_MEDIA_TYPE})
             doc = req.get_media(default_when_empty={})
+            if form:
+                doc = self._validators[name].coerce(doc)
         req.context.doc = doc
         if req.method not in getattr(resource, 'deferred_validation', ()):
             self._validators[name].check(doc)
