@@ -39,6 +39,7 @@ RESPONSES = {
                   'already signed in).', _BODIES + 'signed_in', TOKEN_HEADERS),
     'signed_out': ('The token is revoked (and not echoed).', _BODIES + 'signed_out', ()),
     'token_valid': ('The credentials are valid.', _BODIES + 'token_valid', ()),
+    'password_policy': ('The password rules (SPEC 15).', _BODIES + 'password_policy', ()),
     'reset_requested': ('A reset link is mailed if the address belongs to a user.', _BODIES + 'reset_requested', ()),
     'bad_request': ('The body is not valid JSON (NUL characters and lone surrogates included), or a '
                     'multipart body cannot be parsed.', _ERRORS + 'message', ()),
@@ -58,7 +59,8 @@ RESPONSES = {
     'unsupported_media_type': ('The body is neither application/json nor application/x-www-form-urlencoded '
                                '(nor multipart/form-data where that is accepted).', _ERRORS + 'message', ()),
     'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
-    'rate_limited': ('Too many requests (SPEC 7).', _ERRORS + 'retry_later', ('Retry-After',)),
+    'rate_limited': ('Too many requests (SPEC 7), or a sixth e-mail change within 24 hours (SPEC 3.3).',
+                     _ERRORS + 'retry_later', ('Retry-After',)),
     'internal_error': ('A bug; the traceback is in the log under request_id.', _ERRORS + 'internal_error', ()),
     'unavailable': ('The database is unreachable.', _ERRORS + 'unavailable', ('Retry-After',)),
     'bad_gateway': ('From nginx (deploy/nginx.conf): gunicorn does not answer.', _ERRORS + 'unavailable',

@@ -13,6 +13,7 @@ from middleware.auth import RequireAccess
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
+from middleware.headers import SecurityHeaders
 from middleware.rate_limit import RateLimit
 from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
@@ -29,8 +30,10 @@ from resources import accounts
 from resources import confirmations
 from resources import health
 from resources import openapi
+from resources import password_policy
 from resources import profile
 from resources import sessions
+from services import passwords
 
 ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
 
@@ -59,6 +62,8 @@ def routes(pool, queries, config, validators):
         ('/auth/password', confirmations.Password(pool, queries, config, validators)),
         ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
         ('/resend_confirmation', confirmations.PublicResendConfirmation(pool, queries, config)),
+        ('/auth/email_revert', confirmations.EmailRevert(pool, queries, config)),
+        ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
@@ -90,12 +95,16 @@ def create_app(config=None, pool=None):
     pool = pool or db.create_pool(config)
     queries = db.load_queries()
     validators = load_validators()
+    # Read the common-password list now, not in the first request that needs it.
+    passwords.common_passwords()
     route_table = routes(pool, queries, config, validators)
     check_access_declarations(route_table)
 
     middleware = [
         # First, so its process_response runs last, after everything else answered.
         DrainRequestBody(config.avatar_max_bytes + MULTIPART_OVERHEAD),
+        # Early, so that its headers go on every answer, errors and 404s included.
+        SecurityHeaders(),
         RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
         TokenAuth(pool, queries, config),

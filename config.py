@@ -6,6 +6,7 @@ import sys
 import urllib.parse
 
 SIGNUP_MODES = ('true', 'false', 'api_only')
+BREACHED_CHECKS = ('off', 'hibp')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Config:
     pool_timeout: float = 5.0
     # Issue 9 (SPEC 11): exact origins allowed cross-origin; empty means CORS is off.
     cors_allowed_origins: tuple = ()
+    # Issue 10a (SPEC 15): the optional k-anonymity breached-password lookup.
+    breached_password_check: str = 'off'
+    hibp_range_url: str = 'https://api.pwnedpasswords.com/range'
 
     @property
     def signup_enabled(self):
@@ -98,6 +102,10 @@ def load(env=None):
     prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
     if not prefix.endswith('/'):
         raise ConfigError(f'AVATAR_URL_PREFIX must end with "/", got {prefix!r}')
+    # Issue 10a (SPEC 15).
+    breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
+    if breached not in BREACHED_CHECKS:
+        raise ConfigError(f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got {breached!r}')
     allow = frozenset(ip.strip() for ip in (env.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1').split(',') if ip.strip())
     return Config(
         database_url=database_url,
@@ -122,6 +130,8 @@ def load(env=None):
         pool_max_size=_number(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
         pool_timeout=_number(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60, kind=float),
         cors_allowed_origins=_origins(env, 'CORS_ALLOWED_ORIGINS'),
+        breached_password_check=breached,
+        hibp_range_url=_url(env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'),
     )
 
 

@@ -1,12 +1,11 @@
 """/api/v1/accounts (sign-up) and /api/v1/accounts/{account_id}[/...]."""
 
-import re
-
 from psycopg.types.json import Jsonb
 
 import errors
 import tokens
 from resources import send_json_text
+from services import addresses
 from services import captcha
 from services import passwords
 from services import users
@@ -42,7 +41,6 @@ class AccountCollection:
         self._queries = queries
         self._config = config
         self._validate = validators['account_create'].check
-        self._email_pattern = re.compile(validators['definitions'].schema['$defs']['email']['pattern'])
 
     def on_post(self, req, resp):
         doc, caller = req.context.doc, req.context.caller
@@ -52,15 +50,18 @@ class AccountCollection:
             return self._add_account(req, resp, doc, caller)
         if not all(_text(doc, key) for key in ('account_name', 'email', 'user_full_name')):
             raise errors.Forbidden(INVALID_PARAMS)
-        email = _text(doc, 'email').lower()
-        if not self._email_pattern.search(email):
+        if not addresses.is_valid(doc['email']):
             raise errors.Forbidden('You have entered an invalid email')
+        email = addresses.normalise(doc['email'])
         captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
         with self._pool.connection() as conn:
             taken = conn.execute(self._queries['users.email_taken'], {'email': email}).fetchone()['taken']
         if taken:
             raise errors.Forbidden(f'You have already signed up for an account with {email}')
         self._validate(doc)
+        found = passwords.problem(self._config, doc['password'], email=email, name=_text(doc, 'user_full_name'))
+        if found:
+            raise errors.Unprocessable([found])
         hashed = passwords.hash_password(doc['password'], self._config.bcrypt_rounds)
         try:
             with self._pool.connection() as conn:

@@ -1,11 +1,19 @@
-"""/auth/confirmation, /auth/password, /resend_confirmation and /api/v1/profile/resend_confirmation."""
+"""/auth/confirmation, /auth/password, /auth/email_revert, /resend_confirmation and
+/api/v1/profile/resend_confirmation.
+
+Using a confirmation, reset or revert link is a credential change (SPEC 3.3): it keeps no
+sign-in token but the one it issues.
+"""
 
 import errors
 import tokens
 from resources import send_json_text
+from services import addresses
 from services import captcha
+from services import credentials
 from services import mail
 from services import passwords
+from services import profiles
 from services import sessions
 
 INVALID_TOKEN = 'Invalid token'
@@ -55,11 +63,11 @@ class Confirmation:
                     already = row is not None and row['already_confirmed']
                     raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
                 session = sessions.issue(conn, self._queries, self._config, row['user_id'])
-                if row['first_confirmation']:
-                    # Sessions opened before the owner of the address proved it may belong to
-                    # whoever signed up with someone else's address: only the new one stays.
-                    conn.execute(self._queries['sessions.revoke_others'],
-                                 {'user_id': row['user_id'], 'keep_client': session[1]})
+                # Sessions and links from before the address was proven may be someone
+                # else's (who signed up with it, or asked to move the account to it).
+                credentials.change(conn, self._queries, self._config, row['user_id'],
+                                   reason='email_confirmation' if row['changed_address'] else 'confirmation',
+                                   keep_client=session[1])
             _send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
 
 
@@ -81,11 +89,12 @@ class Password:
 
     def on_post(self, req, resp):
         email = req.context.doc.get('email')
-        if isinstance(email, str) and email.strip():
+        # No mail to what is not one address (SPEC 3.3: "root,victim@example.com").
+        if addresses.is_valid(email):
             with self._pool.connection() as conn:
                 with conn.transaction():
                     user = conn.execute(self._queries['confirmations.user_by_email'],
-                                        {'email': email.strip().lower()}).fetchone()
+                                        {'email': addresses.normalise(email)}).fetchone()
                     if user is not None:
                         mail.send_reset_password(conn, self._queries, self._config,
                                                  user['id'], user['name'], user['email'])
@@ -101,12 +110,15 @@ class Password:
                                     {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                if problems:
-                    raise errors.Unprocessable(problems)
+                # A refusal rolls the token's use back: the link still works for a better password.
+                found = problems or [passwords.problem(self._config, doc['password'], email=user['email'],
+                                                       name=user['name'], current_hash=user['encrypted_password'])]
+                if any(found):
+                    raise errors.Unprocessable(filter(None, found))
                 # The new token first, so that revoking "every other token" spares it.
                 session = sessions.issue(conn, self._queries, self._config, user['id'])
                 passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
-                                 keep_client=session[1], confirm=True)
+                                 keep_client=session[1], confirm=True, reason='password_reset')
             _send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
 
     def _password_problems(self, doc):
@@ -118,14 +130,49 @@ class Password:
 
 
 def _resend(pool, queries, config, user_id=None, email=None):
-    """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7)."""
+    """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7).
+
+    A link to a pending address counts as an e-mail change (SPEC 3.3: at most 5 a day).
+    """
     with pool.connection() as conn:
         with conn.transaction():
             row = conn.execute(queries['confirmations.address_to_confirm'],
                                {'user_id': user_id, 'email': email}).fetchone()
-            if row is not None:
+            if row is not None and not (row['new_address'] and profiles.email_changes_exhausted(
+                    conn, queries, row['id'])):
                 mail.send_confirmation(conn, queries, config, row['id'], row['name'], row['to_address'],
                                        new_address=row['new_address'])
+
+
+class EmailRevert:
+    """Undo an e-mail change from the link mailed to the old address (SPEC 3.3).
+
+    The old address comes back, the pending change goes, every sign-in token and the
+    access token are revoked and the password cleared: whoever made the change may know
+    it. A reset link goes to the restored address so that its owner can choose a new one.
+    """
+
+    access = {'POST': 'public'}
+    responses = {'POST': {200: 'empty'}}
+    rate_limits = {'POST': (('ip', 5, 30 * 60),)}
+    schemas = {'POST': 'email_revert'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp):
+        digest = _digest(req.context.doc, 'token')
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                user = conn.execute(self._queries['confirmations.take_revert_token'],
+                                    {'token_digest': digest}).fetchone()
+                if user is None:
+                    raise errors.Unprocessable(message=INVALID_TOKEN)
+                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert')
+                mail.send_reset_password(conn, self._queries, self._config, user['id'], user['name'], user['email'])
+        resp.media = {}
 
 
 class ResendConfirmation:
@@ -167,6 +214,7 @@ class PublicResendConfirmation:
         doc = req.context.doc
         captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
         email = doc.get('email')
-        if isinstance(email, str) and email.strip():
-            _resend(self._pool, self._queries, self._config, email=email.strip().lower())
+        # No mail to what is not one address (SPEC 3.3: "root,victim@example.com").
+        if addresses.is_valid(email):
+            _resend(self._pool, self._queries, self._config, email=addresses.normalise(email))
         resp.media = {}

@@ -20,7 +20,10 @@ _JSON = JSONHandler()
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
     caller_document = {'GET'}
-    responses = {'GET': {200: 'user'}, 'PUT': {200: 'user'}, 'PATCH': {200: 'user'}}
+    # 403: an e-mail or password change with api_access_token; 429: the sixth e-mail change
+    # in 24 hours (SPEC 3.3).
+    _update = {200: 'user', 403: 'needs_session', 429: 'rate_limited'}
+    responses = {'GET': {200: 'user'}, 'PUT': _update, 'PATCH': _update}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}
     # SPEC 5.4 checks the current password before the password rules.

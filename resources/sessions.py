@@ -5,6 +5,7 @@ import errors
 import tokens
 from resources import JSON
 from resources import send_json_text
+from services import addresses
 from services import passwords
 from services import sessions
 
@@ -33,13 +34,18 @@ class SignIn:
         self._config = config
 
     def on_post(self, req, resp):
-        email = req.context.doc.get('email', '').strip().lower()
+        email = req.context.doc.get('email', '')
         password = req.context.doc.get('password', '')
-        with self._pool.connection() as conn:
-            user = conn.execute(self._queries['users.for_sign_in'], {'email': email}).fetchone()
-        # An unknown address costs one bcrypt check too, so timing does not reveal it.
-        hashed = user['encrypted_password'] if user else passwords.dummy_hash(self._config.bcrypt_rounds)
-        if not passwords.check_password(password, hashed) or user is None:
+        user = None
+        if addresses.is_valid(email):
+            with self._pool.connection() as conn:
+                user = conn.execute(self._queries['users.for_sign_in'],
+                                    {'email': addresses.normalise(email)}).fetchone()
+        # An unknown address (or a user without a password, after an e-mail revert) costs
+        # one bcrypt check too, so timing does not reveal it.
+        hashed = (user and user['encrypted_password']) or passwords.dummy_hash(self._config.bcrypt_rounds)
+        matches = passwords.check_password(password, hashed)
+        if user is None or user['encrypted_password'] is None or not matches:
             raise errors.Unauthenticated(INVALID_LOGIN)
         if user['confirmed_at'] is None:
             raise errors.Unauthenticated(_unconfirmed(user['email']))
@@ -67,11 +73,14 @@ class SignOut:
 
     def on_delete(self, req, resp):
         caller = req.context.caller
-        if caller.token is not None:
-            with self._pool.connection() as conn:
-                conn.execute(self._revoke_sql, {'user_id': caller.id, 'client': caller.token[1]})
-            # The token is gone: echoing it back would hand out a dead credential.
-            caller.token = None
+        if caller.token is None:
+            # api_access_token is no sign-in: there is nothing to sign out of, and a
+            # success would let its holder believe something was revoked (SPEC 3.3).
+            raise errors.Unauthenticated()
+        with self._pool.connection() as conn:
+            conn.execute(self._revoke_sql, {'user_id': caller.id, 'client': caller.token[1]})
+        # The token is gone: echoing it back would hand out a dead credential.
+        caller.token = None
         resp.media = {'success': True}
 
 

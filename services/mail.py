@@ -1,27 +1,58 @@
-"""E-mail: rendering the messages of SPEC section 6 and writing them to the outbox."""
+"""E-mail: rendering the messages of SPEC sections 3.3 and 6 and writing them to the outbox."""
 
 import datetime
 import html
+import re
+import unicodedata
 import urllib.parse
 
 import tokens
+from services import addresses
 
 CONFIRMATION_LIFESPAN = datetime.timedelta(days=3)
 RESET_LIFESPAN = datetime.timedelta(hours=6)
+REVERT_LIFESPAN = datetime.timedelta(days=7)
+NAME_LIMIT = 100
+# Where mail clients start a link of their own: after a scheme's colon, between the labels
+# of a host name, around the @ of an address, between the segments of a path.
+_LINK_BREAKS = re.compile(r'([.:@/])')
+# U+2060 WORD JOINER would be invisible too, but auto-linkers that look through it exist;
+# a zero-width space ends the token they match on, and it is not rendered.
+_ZERO_WIDTH_SPACE = '&#8203;'
+
+
+def clean_name(name):
+    """User-supplied text for a message: no control or format characters, at most 100.
+
+    Control characters (Cc) could forge lines in the plain-text part; format characters
+    (Cf: bidirectional overrides, zero-width joiners) could disguise what the text says.
+    """
+    text = ''.join(char for char in name or '' if unicodedata.category(char) not in ('Cc', 'Cf'))
+    return ' '.join(text.split())[:NAME_LIMIT]
+
+
+def _inert_html(text):
+    """HTML for user-supplied text in which no mail client finds a link to make clickable.
+
+    A name such as "Visit evil.example/login" is escaped, then a zero-width space follows
+    every '.', ':', '@' and '/', so "http://", "evil.example" and "a@b.c" are no longer
+    the unbroken runs auto-linkers look for; the reader sees the text unchanged.
+    """
+    return _LINK_BREAKS.sub(r'\1' + _ZERO_WIDTH_SPACE, html.escape(text))
 
 
 def _link(config, path, **query):
     return f'{config.frontend_url}{path}?{urllib.parse.urlencode(query)}'
 
 
-def _message(kind, to_address, subject, greeting, lines, link, link_text):
-    text = '\n\n'.join([greeting, *lines, f'{link_text}: {link}'])
-    paragraphs = ''.join(f'<p>{html.escape(line)}</p>' for line in [greeting, *lines])
-    html_body = (
-        f'<!doctype html><html><body>{paragraphs}'
-        f'<p><a href="{html.escape(link, quote=True)}">{html.escape(link_text)}</a></p>'
-        f'</body></html>'
-    )
+def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
+    """Plain text and HTML. ``name`` (user-supplied) is cleaned here, in one place."""
+    name = clean_name(name) or to_address
+    text = '\n\n'.join([f'Hi {name},', *lines] + ([f'{link_text}: {link}'] if link else []))
+    paragraphs = f'<p>Hi {_inert_html(name)},</p>' + ''.join(f'<p>{html.escape(line)}</p>' for line in lines)
+    if link:
+        paragraphs += f'<p><a href="{html.escape(link, quote=True)}">{html.escape(link_text)}</a></p>'
+    html_body = f'<!doctype html><html><body>{paragraphs}</body></html>'
     return {'kind': kind, 'to_address': to_address, 'subject': subject,
             'text_body': text + '\n', 'html_body': html_body}
 
@@ -32,8 +63,7 @@ def confirmation_message(config, name, to_address, token, new_address=False):
              else ['Welcome to Frontdesk! Please confirm your e-mail address to finish signing up.'])
     lines.append('The link works once and expires in 3 days.')
     subject = 'Confirm your new email address' if new_address else 'Confirmation Instructions'
-    return _message('confirmation', to_address, subject, f'Hi {name or to_address},', lines, link,
-                    'Confirm my account')
+    return _message('confirmation', to_address, subject, name, lines, link, 'Confirm my account')
 
 
 def reset_password_message(config, name, to_address, token):
@@ -41,24 +71,53 @@ def reset_password_message(config, name, to_address, token):
     lines = ['Someone asked to reset the password of your Frontdesk account.',
              'If it was not you, ignore this e-mail; your password stays as it is.',
              'The link works once and expires in 6 hours.']
-    return _message('reset_password', to_address, 'Reset password instructions',
-                    f'Hi {name or to_address},', lines, link, 'Change my password')
+    return _message('reset_password', to_address, 'Reset password instructions', name, lines, link,
+                    'Change my password')
+
+
+def email_change_notice(config, name, to_address, new_address, token):
+    link = _link(config, '/app/auth/email_revert', token=token)
+    lines = [f'Someone asked to change the e-mail address of your Frontdesk account to '
+             f'{addresses.mask(new_address)}.',
+             'If it was you, there is nothing to do: the change happens once the new address is confirmed.',
+             'If it was not you, use the link below within 7 days: it puts this address back, cancels '
+             'the change, signs every device out and mails you a link to choose a new password.']
+    return _message('email_change_notice', to_address, 'Your e-mail address is being changed', name, lines,
+                    link, 'This was not me: undo the change')
+
+
+def address_taken_notice(name, to_address):
+    lines = ['Someone asked to change the e-mail address of another Frontdesk account to this one, '
+             'which is already yours. Nothing was changed, and your account is not affected.',
+             'No action is needed. If you keep getting these messages, tell us.']
+    return _message('address_taken_notice', to_address, 'Someone tried to use your e-mail address', name, lines)
+
+
+def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
+    token = tokens.new_token()
+    conn.execute(queries['one_time_tokens.issue' if replace else 'one_time_tokens.add'], {
+        'user_id': user_id, 'purpose': purpose, 'email': to_address,
+        'token_digest': tokens.digest(token), 'lifespan': lifespan,
+    })
+    return token
 
 
 def send_confirmation(conn, queries, config, user_id, name, to_address, new_address=False):
     """Issue a confirmation token for ``to_address`` and queue its e-mail."""
-    token = tokens.new_token()
-    conn.execute(queries['one_time_tokens.issue'], {
-        'user_id': user_id, 'purpose': 'confirmation', 'email': to_address,
-        'token_digest': tokens.digest(token), 'lifespan': CONFIRMATION_LIFESPAN,
-    })
+    token = _issue(conn, queries, user_id, 'confirmation', to_address, CONFIRMATION_LIFESPAN)
     conn.execute(queries['mail.enqueue'], confirmation_message(config, name, to_address, token, new_address))
 
 
 def send_reset_password(conn, queries, config, user_id, name, to_address):
-    token = tokens.new_token()
-    conn.execute(queries['one_time_tokens.issue'], {
-        'user_id': user_id, 'purpose': 'reset_password', 'email': to_address,
-        'token_digest': tokens.digest(token), 'lifespan': RESET_LIFESPAN,
-    })
+    token = _issue(conn, queries, user_id, 'reset_password', to_address, RESET_LIFESPAN)
     conn.execute(queries['mail.enqueue'], reset_password_message(config, name, to_address, token))
+
+
+def send_email_change_notice(conn, queries, config, user_id, name, old_address, new_address):
+    """Tell the old address, with a link that undoes the change (bound to that address)."""
+    token = _issue(conn, queries, user_id, 'email_revert', old_address, REVERT_LIFESPAN, replace=False)
+    conn.execute(queries['mail.enqueue'], email_change_notice(config, name, old_address, new_address, token))
+
+
+def send_address_taken_notice(conn, queries, name, to_address):
+    conn.execute(queries['mail.enqueue'], address_taken_notice(name, to_address))

@@ -1,8 +1,25 @@
-"""bcrypt, with the 72-byte limit enforced by the schemas before it is reached."""
+"""Passwords: bcrypt, and the rules of SPEC 15 beyond the length the schemas check."""
 
 import functools
+import hashlib
+import logging
+import re
+import urllib.request
 
 import bcrypt
+
+from services import credentials
+
+log = logging.getLogger('frontdesk')
+
+TOO_COMMON = 'Password is too common'
+PERSONAL = 'Password must not contain your name or e-mail'
+REUSED = 'Password must differ from the current one'
+BREACHED = 'Password has appeared in a data breach'
+# A name or address part shorter than this is not looked for: "Al" or "jo" would refuse
+# a good share of all passwords and protect nothing (documented in docs/security.md).
+PERSONAL_PART_MIN = 3
+HIBP_TIMEOUT_SECONDS = 2
 
 
 def hash_password(password, rounds):
@@ -10,7 +27,12 @@ def hash_password(password, rounds):
 
 
 def check_password(password, hashed):
-    """True when ``password`` matches; False for any unusable input, never an error."""
+    """True when ``password`` matches; False for any unusable input, never an error.
+
+    ``hashed`` is None for a user without a password (after an e-mail revert).
+    """
+    if hashed is None or not isinstance(password, str):
+        return False
     try:
         return bcrypt.checkpw(password.encode('utf-8'), hashed.encode('ascii'))
     except (ValueError, UnicodeEncodeError):
@@ -23,8 +45,68 @@ def dummy_hash(rounds):
     return hash_password('not a password of anyone', rounds)
 
 
-def change(conn, queries, config, user_id, new_password, keep_client=None, confirm=False):
-    """Set a new password and revoke every token but ``keep_client``'s, atomically.
+@functools.cache
+def common_passwords():
+    """The 30,000 most common passwords of zxcvbn's frequency lists, lower-cased.
+
+    From the installed package, not a copy in this repository: the list is maintained
+    there (it is what zxcvbn itself ranks passwords against), and loaded once per process.
+    """
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+    return frozenset(word.lower() for word in FREQUENCY_LISTS['passwords'])
+
+
+def _personal_parts(email, name):
+    """The e-mail local part and the name, whole and word by word, lower-cased."""
+    local = (email or '').partition('@')[0].lower()
+    name = (name or '').lower()
+    parts = {local, name, *re.findall(r'[^\W_]+', local), *name.split()}
+    return {part for part in parts if len(part) >= PERSONAL_PART_MIN}
+
+
+def problem(config, password, *, email=None, name=None, current_hash=None):
+    """The first SPEC 15 rule ``password`` breaks, as (attribute, message), else None.
+
+    The length rules are the schemas'; call this only for a password they accepted.
+    """
+    lowered = password.lower()
+    if lowered in common_passwords():
+        return ('password', TOO_COMMON)
+    if any(part in lowered for part in _personal_parts(email, name)):
+        return ('password', PERSONAL)
+    if current_hash is not None and check_password(password, current_hash):
+        return ('password', REUSED)
+    if config.breached_password_check == 'hibp' and breached(password, config.hibp_range_url):
+        return ('password', BREACHED)
+    return None
+
+
+def breached(password, range_url):
+    """Whether the k-anonymity range API knows ``password``; False when it cannot say.
+
+    Only the first 5 hex digits of the SHA-1 leave the server. Fail open: a breach list
+    that is down must not stop people from choosing passwords (the other rules still hold).
+    """
+    digest = hashlib.sha1(password.encode('utf-8')).hexdigest().upper()
+    prefix, suffix = digest[:5], digest[5:]
+    request = urllib.request.Request(f'{range_url.rstrip("/")}/{prefix}',
+                                     headers={'Add-Padding': 'true', 'User-Agent': 'frontdesk'})
+    try:
+        with urllib.request.urlopen(request, timeout=HIBP_TIMEOUT_SECONDS) as answer:
+            body = answer.read(4 * 1024 * 1024).decode('ascii', 'replace')
+    except Exception as ex:  # noqa: BLE001 - any failure means "cannot say"
+        log.warning('breached password check failed open: %s', type(ex).__name__)
+        return False
+    for line in body.splitlines():
+        found, _, count = line.strip().partition(':')
+        if found.upper() == suffix:
+            return count.strip() not in ('', '0')  # padding lines have a count of 0
+    return False
+
+
+def change(conn, queries, config, user_id, new_password, keep_client=None, confirm=False,
+           reason='password_change'):
+    """Set a new password, as a credential change (SPEC 3.3), in the caller's transaction.
 
     ``confirm`` also confirms an unconfirmed user (a password reset proves the address).
     """
@@ -32,4 +114,10 @@ def change(conn, queries, config, user_id, new_password, keep_client=None, confi
     with conn.transaction():
         conn.execute(queries['users.set_password'],
                      {'user_id': user_id, 'encrypted_password': hashed, 'confirm': confirm})
-        conn.execute(queries['sessions.revoke_others'], {'user_id': user_id, 'keep_client': keep_client})
+        credentials.change(conn, queries, config, user_id, reason=reason, keep_client=keep_client)
+
+
+def policy(config):
+    """What GET /api/v1/password_policy tells clients (SPEC 15)."""
+    checks = ['common', 'personal', 'reuse'] + (['breached'] if config.breached_password_check == 'hibp' else [])
+    return {'min_length': 8, 'max_bytes': 72, 'checks': checks}

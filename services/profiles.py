@@ -12,13 +12,15 @@ PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui
 # Fields checked against the stored row (current password, address taken), under its lock.
 CHECKED_FIELDS = frozenset(('email', 'password', 'current_password', 'password_confirmation'))
 INVALID_CURRENT_PASSWORD = 'Invalid current password'
+EMAIL_CHANGES_PER_DAY = 5
 
 
 def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None):
     """Apply ``doc`` (and the uploaded avatar bytes) to the user; return the user JSON.
 
     A 422 anywhere changes nothing. ``keep_client`` is the caller's token client, the
-    only token a password change leaves valid.
+    only token a password change leaves valid; None means the caller used
+    ``api_access_token``, which may not change the e-mail address or the password.
     """
     profile = _profile(validator, doc, upload)
     if not upload and not CHECKED_FIELDS & profile.keys():
@@ -33,25 +35,66 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
     try:
         with conn.transaction():
             user = conn.execute(queries['profile.lock_user'], {'user_id': user_id, 'email': email}).fetchone()
-            _check(validator, doc, profile, user)
+            new_email = email if email is not None and email not in (user['email'], user['unconfirmed_email']) else None
+            if keep_client is None and (new_email or _changes_password(profile)):
+                raise errors.NeedsSession()
+            _check(config, validator, doc, profile, user)
+            if new_email:
+                _count_email_change(conn, queries, user_id)
+            if _changes_password(profile):
+                # Before the new address is written: a credential change drops a pending one.
+                passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client)
             patch = {key: profile[key] for key in PLAIN_FIELDS if key in profile}
-            new_email = email if email is not None and email != user['email'] else None
             if new_email:
                 patch['unconfirmed_email'] = new_email
             if image:
                 stored = patch['avatar'] = avatars.store(config.avatar_dir, *image)
             user_doc = _write(conn, queries, config, user_id, patch)
             if new_email:
-                mail.send_confirmation(conn, queries, config, user_id, profile.get('name') or user['name'],
-                                       new_email, new_address=True)
-            if _changes_password(profile):
-                passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client)
+                _mail_email_change(conn, queries, config, user_id, profile.get('name') or user['name'], user,
+                                   new_email)
     except BaseException:
         avatars.remove(config.avatar_dir, stored)
         raise
     if stored:
         avatars.remove(config.avatar_dir, user['avatar'])
     return user_doc
+
+
+def _count_email_change(conn, queries, user_id):
+    """SPEC 3.3: at most 5 e-mail changes a day, whatever RATE_LIMITS says (429 beyond).
+
+    Taken addresses count too, or the 429 would tell them apart from free ones.
+    """
+    recent = conn.execute(queries['profile.recent_email_changes'], {'user_id': user_id}).fetchone()
+    if recent['n'] >= EMAIL_CHANGES_PER_DAY:
+        raise errors.TooManyRequests(max(recent['retry_after'], 1))
+    conn.execute(queries['profile.record_email_change'], {'user_id': user_id})
+
+
+def email_changes_exhausted(conn, queries, user_id):
+    """Count one more confirmation mail to a pending address; True when over the limit.
+
+    A resent link goes to an address the user chose, so it counts as an e-mail change.
+    """
+    try:
+        _count_email_change(conn, queries, user_id)
+    except errors.TooManyRequests:
+        return True
+    return False
+
+
+def _mail_email_change(conn, queries, config, user_id, name, user, new_email):
+    """The link to the new address, or a notice to its owner; a revert link to the old one.
+
+    A taken address gets the same answer and the same pending state as a free one (no
+    oracle, SPEC 3.3), but no link: its owner is told someone tried to use it.
+    """
+    if user['email_taken']:
+        mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
+    else:
+        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
+    mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email)
 
 
 def _write(conn, queries, config, user_id, patch):
@@ -94,7 +137,7 @@ def _normalised_email(profile):
     return email.strip().lower() if isinstance(email, str) else None
 
 
-def _check(validator, doc, profile, user):
+def _check(config, validator, doc, profile, user):
     """Raise the 422: the current password first, then every field rule at once."""
     if _changes_password(profile):
         current = profile.get('current_password')
@@ -104,7 +147,11 @@ def _check(validator, doc, profile, user):
     confirmation = profile.get('password_confirmation')
     if _changes_password(profile) and confirmation is not None and confirmation != profile['password']:
         problems.setdefault('password_confirmation', "Password confirmation doesn't match Password")
-    if user['email_taken']:
-        problems.setdefault('email', 'Email has already been taken')
+    if _changes_password(profile) and 'password' not in problems:
+        name = profile.get('name') if isinstance(profile.get('name'), str) else user['name']
+        found = passwords.problem(config, profile['password'], email=user['email'], name=name,
+                                  current_hash=user['encrypted_password'])
+        if found:
+            problems.setdefault(*found)
     if problems:
         raise errors.Unprocessable(problems.items())

@@ -173,7 +173,8 @@ def test_confirming_a_pending_address_makes_it_the_email_and_uid_follows(testapp
     assert (data['email'], data['uid'], data['unconfirmed_email']) == (new_address, new_address, None)
     assert answer.headers['uid'] == new_address
     assert signed_in(testapp, token_headers(answer))
-    assert signed_in(testapp, {**user.headers, 'uid': new_address})
+    # A credential change (SPEC 3.3): every earlier token is revoked, whatever uid it is sent with.
+    assert not signed_in(testapp, {**user.headers, 'uid': new_address})
     assert not signed_in(testapp, user.headers)
 
 

@@ -165,7 +165,9 @@ def test_a_missing_profile_is_a_422(testapp, conn, agent, body, expected):
     ({'ui_settings': 'dark'}, 'ui_settings', 'Ui settings must be an object'),
     ({'email': 'not-an-address'}, 'email', 'Email is invalid'),
     ({'email': None}, 'email', "Email can't be blank"),
-    ({'email': 'a' * 250 + '@example.com'}, 'email', 'Email is too long (maximum is 255 characters)'),
+    ({'email': 'a' * 243 + '@example.com'}, 'email', 'Email is too long (maximum is 254 characters)'),
+    ({'email': 'root,victim@example.com'}, 'email', 'Email is invalid'),
+    ({'email': 'x<y>z@example.com'}, 'email', 'Email is invalid'),
 ])
 def test_an_invalid_field_is_a_422_and_changes_nothing(testapp, conn, agent, profile, attribute, text):
     before = stored(conn, agent.id)
@@ -279,15 +281,21 @@ def test_sending_the_current_email_again_changes_and_sends_nothing(testapp, conn
     assert conn.execute('SELECT count(*) AS n FROM mail_outbox').fetchone()['n'] == sent_before
 
 
-def test_an_email_of_another_user_is_taken_and_nothing_changes(testapp, conn, agent, make_user):
+def test_an_email_of_another_user_answers_as_a_free_one_and_mails_no_link(testapp, conn, agent, make_user):
     other = make_user()
-    before = stored(conn, agent.id)
+    free = unique_email('free')
 
-    answer = put(testapp, agent, {'profile': {'name': 'New Name', 'email': other.email.upper()}}, status=422)
+    taken_answer = put(testapp, agent, {'profile': {'email': other.email.upper()}})
+    assert taken_answer.json['unconfirmed_email'] == other.email
+    assert stored(conn, agent.id)['email'] == agent.email
+    # Only the owner's notice: no confirmation link that could never work anyway.
+    assert [row['kind'] for row in outbox_to(conn, other.email)] == ['address_taken_notice']
+    free_answer = put(testapp, agent, {'profile': {'email': free}})
+    assert [row['kind'] for row in outbox_to(conn, free)] == ['confirmation']
 
-    assert answer.json == {'message': 'Email has already been taken', 'attributes': ['email']}
-    assert stored(conn, agent.id) == before
-    assert outbox_to(conn, other.email) == []
+    def shape(answer):
+        return answer.status_int, sorted(answer.json), answer.json['unconfirmed_email'] is not None
+    assert shape(taken_answer) == shape(free_answer)
 
 
 # --- password --------------------------------------------------------------------------------
@@ -314,15 +322,26 @@ def test_a_password_change_without_confirmation_is_allowed(testapp, agent):
     sign_in(testapp, agent.email, NEW_PASSWORD)
 
 
-def test_a_password_change_with_the_api_access_token_revokes_every_sign_in_token(testapp, conn, agent):
-    headers = {'api_access_token': agent.access_token}
-    answer = testapp.put_json('/api/v1/profile', {'profile': {
-        'current_password': agent.password, 'password': NEW_PASSWORD}}, headers=headers)
+@pytest.mark.parametrize('change', [
+    {'current_password': 'correct horse 1', 'password': NEW_PASSWORD},
+    {'email': 'elsewhere@example.com'},
+    {'name': 'Renamed', 'email': 'elsewhere@example.com'},
+])
+def test_an_email_or_password_change_with_the_api_access_token_is_a_403(testapp, conn, agent, change):
+    before = stored(conn, agent.id)
+    answer = testapp.put_json('/api/v1/profile', {'profile': change},
+                              headers={'api_access_token': agent.access_token}, status=403)
 
-    assert 'access-token' not in answer.headers
-    assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (agent.id,)).fetchone()['n'] == 0
-    testapp.get('/api/v1/profile', headers=agent.headers, status=401)
-    testapp.get('/api/v1/profile', headers=headers, status=200)
+    assert answer.json == {'error': 'This action needs a signed-in session'}
+    assert stored(conn, agent.id) == before
+    testapp.get('/api/v1/profile', headers=agent.headers, status=200)
+
+
+def test_the_api_access_token_may_still_change_the_rest_and_resend_its_own_email(testapp, agent):
+    headers = {'api_access_token': agent.access_token}
+    answer = testapp.put_json('/api/v1/profile', {'profile': {'name': 'Renamed', 'email': agent.email.upper()}},
+                              headers=headers)
+    assert answer.json['name'] == 'Renamed' and 'access-token' not in answer.headers
 
 
 @pytest.mark.parametrize('current', [None, '', 'wrong password', 12345678, 'x' * 100])

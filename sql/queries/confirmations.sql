@@ -22,7 +22,7 @@ WITH taken AS (
     RETURNING u.id, u.email
 )
 SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed,
-       u.confirmed_at IS NULL AS first_confirmation
+       u.unconfirmed_email IS NOT DISTINCT FROM t.email AS changed_address
   FROM taken t
   JOIN users u ON u.id = t.user_id
   LEFT JOIN confirmed c ON c.id = t.user_id;
@@ -37,7 +37,7 @@ DELETE FROM one_time_tokens t
    AND t.expires_at > now()
    AND u.id = t.user_id
    AND u.email = t.email
-RETURNING u.id, u.email;
+RETURNING u.id, u.email, u.name, u.encrypted_password;
 
 -- name: user_by_email
 SELECT id, name, email
@@ -49,8 +49,39 @@ SELECT id, name, email
 -- e-mail change first, else the unconfirmed sign-up address; no row when there is nothing
 -- to confirm. The lock orders this against a concurrent e-mail change, so the newest
 -- token always goes to the newest address.
-SELECT id, name, COALESCE(unconfirmed_email, email) AS to_address, unconfirmed_email IS NOT NULL AS new_address
-  FROM users
- WHERE (id = %(user_id)s OR email = %(email)s)
-   AND (unconfirmed_email IS NOT NULL OR confirmed_at IS NULL)
-   FOR UPDATE;
+-- A pending address another user has meanwhile (or had: uniqueness answers without an
+-- oracle, SPEC 3.3) gets no link.
+SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
+       u.unconfirmed_email IS NOT NULL AS new_address
+  FROM users u
+ WHERE (u.id = %(user_id)s OR u.email = %(email)s)
+   AND (u.unconfirmed_email IS NOT NULL OR u.confirmed_at IS NULL)
+   AND NOT EXISTS (SELECT 1 FROM users other WHERE other.email = u.unconfirmed_email)
+   FOR UPDATE OF u;
+
+-- name: take_revert_token
+-- Uses up an e-mail revert link: the address it was mailed to becomes the user's again, a
+-- pending change is cancelled and the password cleared (whoever made the change may know
+-- it). Revert links issued after this one go too: they were mailed from the states being
+-- undone, perhaps to the taker's own mailbox.
+WITH taken AS (
+    DELETE FROM one_time_tokens
+     WHERE token_digest = %(token_digest)s
+       AND purpose = 'email_revert'
+       AND expires_at > now()
+    RETURNING id, user_id, email
+), later AS (
+    DELETE FROM one_time_tokens o
+     USING taken t
+     WHERE o.user_id = t.user_id
+       AND o.purpose = 'email_revert'
+       AND o.id > t.id
+)
+UPDATE users u
+   SET email = t.email,
+       unconfirmed_email = NULL,
+       encrypted_password = NULL,
+       updated_at = now()
+  FROM taken t
+ WHERE u.id = t.user_id
+RETURNING u.id, u.name, u.email;

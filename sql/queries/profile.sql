@@ -2,11 +2,15 @@
 -- Held until the profile update commits, so the current-password check and the name of
 -- the avatar being replaced still hold when the new values are written. email_taken
 -- looks at other users' current addresses, not pending ones, as the unique constraint does.
-SELECT u.name, u.email, u.encrypted_password, u.avatar,
+SELECT u.name, u.email, u.unconfirmed_email, u.encrypted_password, u.avatar,
        EXISTS (SELECT 1
                  FROM users other
                 WHERE other.email = %(email)s
-                  AND other.id <> u.id) AS email_taken
+                  AND other.id <> u.id) AS email_taken,
+       (SELECT other.name
+          FROM users other
+         WHERE other.email = %(email)s
+           AND other.id <> u.id) AS taken_by_name
   FROM users u
  WHERE u.id = %(user_id)s
    FOR UPDATE OF u;
@@ -40,6 +44,29 @@ UPDATE users u
   FROM (SELECT %(patch)s::jsonb AS p) AS patch
  WHERE u.id = %(user_id)s
 RETURNING user_json(u, %(avatar_url_prefix)s)::text AS doc;
+
+-- name: recent_email_changes
+-- The e-mail changes of the last 24 hours (SPEC 3.3: at most 5), and when the oldest of the
+-- newest five leaves the window. Read with the user row locked (lock_user).
+SELECT count(*) AS n,
+       ceil(extract(epoch FROM min(created_at) + interval '24 hours' - now()))::integer AS retry_after
+  FROM (SELECT created_at
+          FROM email_change_requests
+         WHERE user_id = %(user_id)s
+           AND created_at > now() - interval '24 hours'
+         ORDER BY created_at DESC
+         LIMIT 5) AS recent;
+
+-- name: record_email_change
+-- Rows past the window are of no use; each new one clears the user's old ones.
+WITH expired AS (
+    DELETE FROM email_change_requests
+     WHERE user_id = %(user_id)s
+       AND created_at <= now() - interval '24 hours'
+)
+INSERT INTO email_change_requests (user_id)
+VALUES (%(user_id)s)
+RETURNING id;
 
 -- name: clear_avatar
 UPDATE users

@@ -11,6 +11,7 @@ RETURNING id;
 SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s) AS taken;
 
 -- name: for_sign_in
+-- encrypted_password is NULL after an e-mail revert: then no password signs in.
 SELECT id, email, encrypted_password, confirmed_at
   FROM users
  WHERE email = %(email)s;
