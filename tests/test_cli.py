@@ -77,6 +77,16 @@ def test_create_user_refuses_bad_input_with_a_message(base_env, make_user):
         assert message in done.stderr
 
 
+def test_create_user_applies_only_the_length_rule_and_the_address_syntax(base_env):
+    # SPEC 15: an operator's password is not checked against the common list or the name.
+    done = manage(base_env, 'create-user', '--email', unique_email('ops'), '--name', 'Password', '--password',
+                  'password1')
+    assert done.returncode == 0, done.stderr
+    refused = manage(base_env, 'create-user', '--email', 'root,victim@example.com', '--name', 'N', '--password',
+                     'a long password')
+    assert refused.returncode != 0 and 'Email is invalid' in refused.stderr
+
+
 def test_touch_cache_key_sets_now(base_env, admin, testapp):
     done = manage(base_env, 'touch-cache-key', '--account-id', str(admin.account_id), 'inbox')
     assert done.returncode == 0, done.stderr
