@@ -28,7 +28,7 @@ def service(cluster, base_env):
     env = {**base_env, 'DATABASE_URL': cluster.url, 'DB_POOL_TIMEOUT': '3'}
     with run_gunicorn(env, workers=2) as base:
         signup = http('POST', base + '/api/v1/accounts', {
-            'account_name': 'Faults', 'email': 'faults@example.com', 'user_full_name': 'F', 'password': 'password1'})
+            'account_name': 'Faults', 'email': 'faults@example.com', 'user_full_name': 'F', 'password': 'a long passphrase'})
         assert signup.status == 200
         headers = {name: signup.headers[name] for name in ('access-token', 'client', 'uid')}
         yield base, headers

@@ -74,9 +74,9 @@ def test_sign_up_allows_five_per_ip(limited, conn):
     emails = [unique_email('limited') for _ in range(6)]
     for email in emails[:5]:
         limited.post_json('/api/v1/accounts', {'account_name': 'A', 'email': email, 'user_full_name': 'U',
-                                               'password': 'password1'}, headers={'X-Real-IP': ip}, status=200)
+                                               'password': 'a long passphrase'}, headers={'X-Real-IP': ip}, status=200)
     resp = limited.post_json('/api/v1/accounts', {'account_name': 'A', 'email': emails[5], 'user_full_name': 'U',
-                                                  'password': 'password1'}, headers={'X-Real-IP': ip}, status=429)
+                                                  'password': 'a long passphrase'}, headers={'X-Real-IP': ip}, status=429)
     assert resp.json == RETRY_LATER
     assert conn.execute('SELECT count(*) AS n FROM users WHERE email = %s', (emails[5],)).fetchone()['n'] == 0
 

@@ -3,15 +3,21 @@
 -- sign-in token but the caller's is revoked, every one-time link but an e-mail revert link
 -- is void, a pending address is dropped, and the access token (and the pubsub token unless
 -- it is null here) is replaced. Revert links survive: they undo a takeover that may have
--- included a credential change.
+-- included a credential change. So does the link that confirms a still unconfirmed user's
+-- own address: it went to that address, can confirm nothing else, and its use is itself a
+-- credential change that ends every other hold (voiding it would only help whoever signed
+-- up with someone else's address; docs/security.md).
 WITH revoked AS (
     DELETE FROM user_tokens
      WHERE user_id = %(user_id)s
        AND client IS DISTINCT FROM %(keep_client)s
 ), voided AS (
-    DELETE FROM one_time_tokens
-     WHERE user_id = %(user_id)s
-       AND purpose <> 'email_revert'
+    DELETE FROM one_time_tokens o
+     USING users u
+     WHERE o.user_id = %(user_id)s
+       AND u.id = o.user_id
+       AND o.purpose <> 'email_revert'
+       AND NOT (o.purpose = 'confirmation' AND o.email = u.email AND u.confirmed_at IS NULL)
 )
 UPDATE users
    SET access_token = %(access_token)s,
