@@ -10,6 +10,7 @@ PROPERTY_EXAMPLES sets the examples per operation (default 25, so CI stays fast)
 seed is fixed, so a run is the same every time.
 """
 
+import functools
 import io
 import json
 import os
@@ -291,3 +292,39 @@ def test_a_multipart_part_header_that_is_not_utf8_is_a_400(testapp, admin):
     resp = testapp.request('/api/v1/profile', method='PUT', body=body, status=400,
                            headers={**admin.headers, 'Content-Type': 'multipart/form-data; boundary=b'})
     assert resp.json == {'message': 'Multipart part headers are not UTF-8'}
+
+
+# The one address syntax (SPEC 3.3): the schemas and the code that cannot use a schema
+# (sign-in, reset requests, the public resend) agree on every generated string, and none
+# of the endpoints that read an address answers 500 for one.
+
+_ADDRESS_TEXT = st.lists(st.sampled_from(list('ab.@-_+,<>"()[] \t\n1é!#%\'/=?^`{|}~') + ['xn--', '.com', '@x.io']),
+                         max_size=16).map(''.join)
+
+
+@hypothesis.given(address=_ADDRESS_TEXT)
+@hypothesis.settings(max_examples=20 * EXAMPLES, derandomize=True, deadline=None, database=None)
+def test_the_schema_and_the_code_agree_on_what_an_address_is(address):
+    from services import addresses
+    schema_ok = not _profile_validator().errors({'profile': {'email': address}})
+    assert schema_ok == addresses.is_valid(address), repr(address)
+
+
+@functools.cache
+def _profile_validator():
+    from middleware.validation import load_validators
+    return load_validators()['profile_update']
+
+
+def test_no_address_gets_a_500_where_addresses_are_read(testapp):
+    @hypothesis.given(address=_ADDRESS_TEXT)
+    @hypothesis.settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    def run(address):
+        body = json.dumps({'email': address, 'password': 'a long passphrase', 'account_name': 'A',
+                           'user_full_name': 'A', 'token': address}).encode()
+        for method, path in (('POST', '/api/v1/accounts'), ('POST', '/auth/sign_in'), ('POST', '/auth/password'),
+                             ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert')):
+            _send(testapp, method, path, body, {'Content-Type': 'application/json'})
+
+    run()
