@@ -85,7 +85,8 @@ def test_a_slow_range_api_fails_open_after_two_seconds(make_testapp):
         started = time.monotonic()
         sign_up(app, BREACHED, 200)
         elapsed = time.monotonic() - started
-    assert 1.9 < elapsed < 3.0
+    # The fake answers after 3.5 s: anything below that means the 2 s timeout fired.
+    assert 1.9 < elapsed < 3.4
 
 
 def test_an_unknown_setting_stops_the_start():
