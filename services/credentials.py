@@ -11,7 +11,9 @@ def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_p
 
     Runs inside the caller's transaction, so the event and its consequences commit
     together. ``keep_client`` is the one sign-in token that stays (the caller's, or the
-    one a reset or confirmation has just issued).
+    one a reset or confirmation has just issued; None: none stays). One-time links are
+    voided except e-mail revert links and the link confirming a still unconfirmed user's
+    own address (sql/queries/credentials.sql says why).
     """
     if reason not in REASONS:
         raise ValueError(f'unknown credential change {reason!r}')
