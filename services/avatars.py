@@ -9,14 +9,32 @@ import warnings
 
 from PIL import Image
 from PIL import ImageOps
+from PIL import PngImagePlugin
 
 import errors
 
-MAX_PIXELS = 40_000_000
+# Bounds on the work one upload may cost (measured: docs/performance.md, "Avatars").
+# A baseline JPEG is decoded at 1/2..1/8 scale (Image.draft), so its cost grows with
+# the file, not the pixels: 16 MP takes any phone or most camera photos (4032x3024 is
+# 12.2 MP) and is the ceiling for every format. PNG, GIF, WebP and progressive JPEG
+# have no scaled decoding: every sample is inflated, unfiltered and stored, so they are
+# held to MAX_DECODE_WORK "sample bytes" (pixels x the weights in _decode_work, which
+# follow the measured cost per pixel): an 8-bit RGB PNG up to 3.5 MP (1920x1080 and
+# 2560x1080 screenshots), RGBA 2.6 MP, a GIF 10 MP, a WebP 1.3 MP, a progressive JPEG
+# 3.5 MP. The worst accepted upload then stays under 150 ms of CPU and 100 MiB of
+# worker memory (40 MP cost over a second and 450 MiB).
+MAX_PIXELS = 16_000_000
+MAX_DECODE_WORK = 10 * 1024 * 1024
 MAX_SIDE = 512
+# thumbnail() first shrinks by a whole factor (draft or reduce()), then resamples with
+# LANCZOS over at least this factor: indistinguishable from resampling in one step.
+REDUCING_GAP = 1.5
 # Pillow warns above this many pixels and refuses above twice as many; prepare() turns
 # the warning into a refusal too, and checks the header's size itself before decoding.
 Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+# Compressed PNG text chunks (iTXt, zTXt, iCCP) are inflated while the header is read;
+# the default allows 64 MiB of them. The metadata is dropped anyway.
+PngImagePlugin.MAX_TEXT_MEMORY = 4 * 1024 * 1024
 # Only these decoders are tried. With an explicit list Pillow does not load its plugins
 # by itself, hence init().
 _FORMATS = ('JPEG', 'PNG', 'GIF', 'WEBP')
@@ -24,7 +42,10 @@ Image.init()
 # Pillow's format -> what we save it as. MPO is how Pillow names many phones' JPEGs.
 _SAVE_AS = {'JPEG': 'JPEG', 'MPO': 'JPEG', 'PNG': 'PNG', 'GIF': 'GIF', 'WEBP': 'WEBP'}
 _EXTENSIONS = {'JPEG': 'jpg', 'PNG': 'png', 'GIF': 'gif', 'WEBP': 'webp'}
-_SAVE_OPTIONS = {'JPEG': {'quality': 85}, 'WEBP': {'quality': 85}, 'PNG': {}, 'GIF': {}}
+# The fastest settings: the worst 512x512 output otherwise costs more than the decoding
+# (PNG level 6: 180 ms, WebP method 4: 170 ms; level 1 and method 0: 45 and 100 ms).
+_SAVE_OPTIONS = {'JPEG': {'quality': 85}, 'WEBP': {'quality': 85, 'method': 0},
+                 'PNG': {'compress_level': 1}, 'GIF': {}}
 
 NOT_SUPPORTED = 'Avatar filetype not supported'
 TOO_BIG = 'Avatar is too big'
@@ -60,7 +81,7 @@ def prepare(data):
                 probe.verify()
             with Image.open(io.BytesIO(data), formats=_FORMATS) as image:
                 # The size comes from the header; nothing has been decoded yet.
-                if image.width * image.height > MAX_PIXELS:
+                if _too_costly(image):
                     raise _TooBig()
                 fmt = _SAVE_AS[image.format]
                 return _reencode(image, fmt), _EXTENSIONS[fmt]
@@ -71,16 +92,45 @@ def prepare(data):
             raise refusal(NOT_SUPPORTED) from None
 
 
+def _too_costly(image):
+    """True when decoding this image would cost more than the bounds above allow."""
+    pixels = image.width * image.height
+    return pixels > MAX_PIXELS or pixels * _decode_work(image) > MAX_DECODE_WORK
+
+
+def _decode_work(image):
+    """Relative decoding cost of one pixel, read from the header: 0 when scaled."""
+    if image.format == 'WEBP':
+        return 8  # decoded by libwebp, then copied: twice 4 bytes a pixel, and slow
+    bands = len(image.getbands())
+    if image.format in ('JPEG', 'MPO'):
+        # A progressive JPEG keeps every DCT coefficient until the last scan.
+        return bands if image.info.get('progressive') else 0
+    tile = image.tile[0] if image.tile else None
+    # Pillow unpacks 16-bit PNG samples and Adam7 passes pixel by pixel, measured 3x
+    # and 2x slower than 8-bit rows.
+    deep = 3 if tile is not None and isinstance(tile.args, str) and ';16' in tile.args else 1
+    return bands * deep * (2 if image.info.get('interlace') else 1)
+
+
 def _reencode(image, fmt):
+    """Shrink first, then orient and convert the small image: no full-size copies."""
     image.seek(0)
-    if fmt == 'JPEG':
-        # Lets libjpeg decode a large photo at 1/2..1/8 scale instead of in full.
-        image.draft('RGB', (MAX_SIDE, MAX_SIDE))
-    # Apply the EXIF orientation while it is still known; the EXIF itself is dropped.
-    image = ImageOps.exif_transpose(image)
     transparent = image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or 'transparency' in image.info
-    image = image.convert('RGBA' if transparent and fmt != 'JPEG' else 'RGB')
-    image.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS)
+    target = 'RGBA' if transparent and fmt != 'JPEG' else 'RGB'
+    if image.mode in ('P', '1'):
+        # resize() of these modes is nearest-neighbour only: take it down to twice the
+        # box that way (1 byte a pixel), convert, and let LANCZOS do the last step.
+        image.thumbnail((2 * MAX_SIDE, 2 * MAX_SIDE), Image.Resampling.NEAREST, reducing_gap=None)
+        image = image.convert(target)
+    elif fmt == 'JPEG':
+        # libjpeg decodes at 1/2..1/8 scale, to no less than the box.
+        image.draft('RGB', (MAX_SIDE, MAX_SIDE))
+    image.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
+    # Apply the EXIF orientation while it is still known; the EXIF itself is dropped.
+    ImageOps.exif_transpose(image, in_place=True)
+    if image.mode != target:
+        image = image.convert(target)
     image.info = {}
     out = io.BytesIO()
     image.save(out, format=fmt, **_SAVE_OPTIONS[fmt])

@@ -272,3 +272,66 @@ def test_a_photo_of_several_megabytes_through_real_gunicorn(gunicorn_url, conn, 
     assert answer.json['name'] == 'Big Photo'
     with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
         assert stored.size == (512, 512)
+
+
+# Issue 10: decoding costs bounded before it starts (services/avatars.py, docs/performance.md).
+
+def solid(size, mode='RGB'):
+    return Image.new(mode, size, 'white' if mode != 'RGBA' else (255, 255, 255, 128))
+
+
+@pytest.mark.parametrize('data', [
+    png_declaring(4100, 4000),  # 16.4 MP: over the ceiling for every format
+    png_declaring(2000, 2000),  # 4 MP of RGB samples: over what a PNG may make us decode
+], ids=['over-16-MP', 'over-the-png-budget'])
+def test_the_header_size_is_refused_before_any_decoding(testapp, make_user, data):
+    # These files hold almost no pixel data: decoding them would fail as truncated.
+    # "too big" proves the header's size was judged first.
+    assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
+
+
+@pytest.mark.parametrize('data', [
+    encode(solid((2100, 2100)), 'PNG'),
+    encode(solid((1700, 1700), 'RGBA'), 'PNG'),
+    encode(solid((1400, 1400)), 'WEBP'),
+    encode(solid((2200, 2200)), 'JPEG', progressive=True),
+    encode(solid((4100, 4000)), 'JPEG'),
+], ids=['png-4.4MP', 'png-rgba-2.9MP', 'webp-2MP', 'progressive-jpeg-4.8MP', 'jpeg-16.4MP'])
+def test_images_costlier_than_the_budget_are_too_big(testapp, make_user, data):
+    assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
+
+
+@pytest.mark.parametrize('data, fitted', [
+    (encode(solid((4032, 3024)), 'JPEG', quality=95), (512, 384)),  # a 12 MP phone photo
+    (encode(solid((1920, 1080)), 'PNG'), (512, 288)),  # a screenshot
+    (encode(solid((1600, 1600), 'RGBA'), 'PNG'), (512, 512)),
+    (encode(solid((3000, 3000)).convert('P'), 'GIF'), (512, 512)),
+], ids=['jpeg-12MP', 'png-1080p', 'png-rgba', 'gif-9MP'])
+def test_common_large_images_are_still_accepted(testapp, conn, avatar_dir, make_user, data, fitted):
+    user = make_user()
+    upload(testapp, user, data)
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.size == fitted
+
+
+def test_the_exif_orientation_is_applied_to_the_scaled_image(testapp, conn, avatar_dir, make_user):
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = 6  # stored sideways: turn 90 degrees clockwise
+    user = make_user()
+    upload(testapp, user, encode(picture((1200, 600)), 'JPEG', exif=exif.tobytes()), filename='photo.jpg')
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.size == (256, 512)
+        assert not stored.getexif()
+        # The blue quarter was top left; turned clockwise it is top right.
+        assert stored.convert('RGB').getpixel((200, 20))[2] > 200
+
+
+def test_transparency_survives_the_palette_path(testapp, conn, avatar_dir, make_user):
+    image = Image.new('P', (1500, 1500), 0)
+    image.putpalette([255, 0, 0, 0, 0, 255] + [0] * 762)
+    image.paste(1, (0, 0, 750, 1500))
+    user = make_user()
+    upload(testapp, user, encode(image, 'PNG', transparency=1))
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.mode == 'RGBA' and stored.size == (512, 512)
+        assert stored.getpixel((10, 10))[3] == 0 and stored.getpixel((500, 10)) == (255, 0, 0, 255)
