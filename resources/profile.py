@@ -15,6 +15,9 @@ _TEXT_FIELDS = frozenset(('name', 'display_name', 'email', 'phone_number', 'mess
                           'current_password', 'password', 'password_confirmation'))
 _FIELD_NAME = re.compile(r'profile\[(\w+)\]')
 _JSON = JSONHandler()
+# Decoding an avatar is the costliest thing a signed-in user can ask for: 10 uploads per
+# user per hour (docs/security.md), counted only for requests that carry a file.
+AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 
 
 class Profile:
@@ -26,6 +29,7 @@ class Profile:
     responses = {'GET': {200: 'user'}, 'PUT': _update, 'PATCH': _update}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}
+    rate_limits = {'PUT': (AVATAR_UPLOADS,), 'PATCH': (AVATAR_UPLOADS,)}
     # SPEC 5.4 checks the current password before the password rules.
     deferred_validation = {'PUT', 'PATCH'}
 

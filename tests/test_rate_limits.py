@@ -110,3 +110,57 @@ def test_resend_confirmation_allows_five_per_ip(limited, make_user):
     for _ in range(5):
         limited.post('/api/v1/profile/resend_confirmation', headers={**user.headers, 'X-Real-IP': ip}, status=200)
     limited.post('/api/v1/profile/resend_confirmation', headers={**user.headers, 'X-Real-IP': ip}, status=429)
+
+
+def fresh_ipv6_64():
+    """A random /64 in the documentation prefix, as 'hhhh:hhhh:hhhh:hhhh'."""
+    return '2001:db8:%x:%x' % (random.randrange(1, 0xffff), random.randrange(1, 0xffff))
+
+
+def test_ipv6_clients_share_the_bucket_of_their_64(limited, make_user):
+    prefix, user = fresh_ipv6_64(), make_user()
+    # Five addresses of one /64, each new: walking the /64 does not get around the limit.
+    for host in range(1, 6):
+        sign_in(limited, user.email, f'{prefix}::{host:x}', 401)
+    sign_in(limited, user.email, f'{prefix}:ffff:ffff:ffff:ffff', 429)
+    # The next /64 is another subscriber.
+    sign_in(limited, user.email, fresh_ipv6_64() + '::1', 401)
+
+
+def test_spellings_of_one_address_share_a_bucket(limited, make_user):
+    user = make_user()
+    prefix = fresh_ipv6_64()
+    groups = prefix.split(':')
+    spellings = [f'{prefix}::1', ':'.join(group.zfill(4) for group in groups) + ':0:0:0:1',
+                 f'{prefix.upper()}::0001', f'{prefix}:0::1', f'{prefix}:0000:0000:0000:0001']
+    for spelling in spellings:
+        sign_in(limited, user.email, spelling, 401)
+    sign_in(limited, user.email, f'{prefix}::1', 429)
+
+
+def test_an_ipv4_mapped_address_is_its_ipv4_address(limited, make_user):
+    ip, user = fresh_ip(), make_user()
+    for spelling in (ip, f'::ffff:{ip}', f'::FFFF:{ip}', ip, f'0:0:0:0:0:ffff:{ip}'):
+        sign_in(limited, user.email, spelling, 401)
+    sign_in(limited, user.email, ip, 429)
+
+
+def test_avatar_uploads_allow_ten_per_user_per_hour(limited, make_user):
+    from tests.test_avatars import encode
+    from tests.test_avatars import picture
+
+    user, other = make_user(), make_user()
+    image = encode(picture(), 'PNG')
+    for index in range(10):
+        # A new address each time: the limit follows the user, not the address.
+        limited.put('/api/v1/profile', upload_files=[('profile[avatar]', 'a.png', image)],
+                    headers={**user.headers, 'X-Real-IP': fresh_ip()}, status=200)
+    answer = limited.patch('/api/v1/profile', upload_files=[('profile[avatar]', 'a.png', image)],
+                           headers={**user.headers, 'X-Real-IP': fresh_ip()}, status=429)
+    assert answer.json == RETRY_LATER and int(answer.headers['Retry-After']) <= 3600
+    # Profile updates without a file, and other users' uploads, are not counted.
+    limited.put_json('/api/v1/profile', {'profile': {'name': 'Still Fine'}}, headers=user.headers, status=200)
+    limited.put('/api/v1/profile', params=[('profile[name]', 'Multipart')], headers=user.headers,
+                content_type='multipart/form-data', status=200)
+    limited.put('/api/v1/profile', upload_files=[('profile[avatar]', 'a.png', image)], headers=other.headers,
+                status=200)
