@@ -1,6 +1,7 @@
 """Settings read once from the environment and checked at start."""
 
 import dataclasses
+import ipaddress
 import os
 import sys
 import urllib.parse
@@ -29,7 +30,8 @@ class Config:
     max_tokens_per_user: int = 25
     bcrypt_rounds: int = 12
     rate_limits: bool = True
-    forwarded_allow_ips: frozenset = frozenset({'127.0.0.1', '::1'})
+    # ipaddress networks; '*' is 0.0.0.0/0 and ::/0 (see _networks).
+    forwarded_allow_ips: tuple = (ipaddress.ip_network('127.0.0.1'), ipaddress.ip_network('::1'))
     pool_max_size: int = 2
     pool_timeout: float = 5.0
     # Issue 9 (SPEC 11): exact origins allowed cross-origin; empty means CORS is off.
@@ -90,6 +92,25 @@ def _origins(env, name):
     return origins
 
 
+def _networks(env, name, default):
+    """Addresses and CIDR networks, comma-separated; ``*`` is every address.
+
+    Parsed as gunicorn parses its forwarded_allow_ips (strict: ``10.0.0.1/8``, with
+    host bits set, is a mistake), so the app and gunicorn trust the same peers.
+    """
+    raw = env.get(name) or default
+    networks = []
+    for item in (part.strip() for part in raw.split(',')):
+        if item == '*':
+            networks += [ipaddress.ip_network('0.0.0.0/0'), ipaddress.ip_network('::/0')]
+        elif item:
+            try:
+                networks.append(ipaddress.ip_network(item))
+            except ValueError:
+                raise ConfigError(f'{name} must list IP addresses, CIDR networks or *, got {item!r}') from None
+    return tuple(networks)
+
+
 def load(env=None):
     """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
     env = os.environ if env is None else env
@@ -106,7 +127,6 @@ def load(env=None):
     breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
     if breached not in BREACHED_CHECKS:
         raise ConfigError(f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got {breached!r}')
-    allow = frozenset(ip.strip() for ip in (env.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1').split(',') if ip.strip())
     return Config(
         database_url=database_url,
         enable_account_signup=signup,
@@ -126,7 +146,7 @@ def load(env=None):
         max_tokens_per_user=_number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
         bcrypt_rounds=_number(env, 'BCRYPT_ROUNDS', 12, 4, 31),
         rate_limits=_bool(env, 'RATE_LIMITS', True, true='on', false='off'),
-        forwarded_allow_ips=allow,
+        forwarded_allow_ips=_networks(env, 'FORWARDED_ALLOW_IPS', '127.0.0.1,::1'),
         pool_max_size=_number(env, 'DB_POOL_MAX_SIZE', 2, 1, 100),
         pool_timeout=_number(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60, kind=float),
         cors_allowed_origins=_origins(env, 'CORS_ALLOWED_ORIGINS'),

@@ -15,6 +15,21 @@ def _is_address(text):
     return True
 
 
+def is_trusted(address, networks):
+    """True when ``address`` (a peer's) lies in one of ``networks``.
+
+    An IPv4 peer on a dual-stack socket shows as ``::ffff:a.b.c.d``: it is matched as
+    the IPv4 address it is.
+    """
+    try:
+        ip = ipaddress.ip_address((address or '').split('%', 1)[0])
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
+
+
 class RequestId:
     """Put ``request_id`` and ``client_ip`` in ``req.context``; echo the id.
 
@@ -26,7 +41,7 @@ class RequestId:
         self._trusted = trusted_proxies
 
     def process_request(self, req, resp):
-        trusted = req.remote_addr in self._trusted
+        trusted = is_trusted(req.remote_addr, self._trusted)
         request_id = req.get_header('X-Request-Id') if trusted else None
         if not request_id or not _REQUEST_ID.match(request_id):
             request_id = uuid.uuid4().hex

@@ -95,6 +95,21 @@ def test_request_id_from_an_untrusted_peer_is_not_trusted(testapp):
     assert resp.headers['X-Request-Id'] != 'spoofed'
 
 
+@pytest.mark.parametrize('allow, peer, trusted', [
+    ('10.0.0.0/8', '10.20.30.40', True),
+    ('10.0.0.0/8', '11.0.0.1', False),
+    ('10.0.0.0/8', '::ffff:10.1.1.1', True),  # an IPv4 peer on a dual-stack socket
+    ('192.0.2.7, 2001:db8::/32', '2001:db8:1::5', True),
+    ('192.0.2.7, 2001:db8::/32', '2001:db9::5', False),
+    ('*', '203.0.113.9', True),
+    ('*', '2001:db8::1', True),
+])
+def test_forwarded_allow_ips_takes_networks_and_star(make_testapp, allow, peer, trusted):
+    app = make_testapp(FORWARDED_ALLOW_IPS=allow)
+    resp = app.get('/healthz', headers={'X-Request-Id': 'from-the-proxy'}, extra_environ={'REMOTE_ADDR': peer})
+    assert (resp.headers['X-Request-Id'] == 'from-the-proxy') is trusted
+
+
 class Boom:
     access = {'GET': 'public'}
 
@@ -135,6 +150,8 @@ def test_an_unreachable_database_is_a_503_with_retry_after(config):
     ({'HCAPTCHA_VERIFY_URL': 'ftp://x'}, 'HCAPTCHA_VERIFY_URL'),
     ({'AVATAR_URL_PREFIX': '/avatars'}, 'AVATAR_URL_PREFIX'),
     ({'DATABASE_URL': ''}, 'DATABASE_URL'),
+    ({'FORWARDED_ALLOW_IPS': '10.0.0.1/8'}, 'FORWARDED_ALLOW_IPS'),
+    ({'FORWARDED_ALLOW_IPS': '127.0.0.1,proxy.local'}, 'FORWARDED_ALLOW_IPS'),
 ])
 def test_invalid_configuration_names_the_variable(base_env, env, variable):
     with pytest.raises(config_module.ConfigError, match=variable):
@@ -147,6 +164,17 @@ def test_gunicorn_refuses_to_start_on_invalid_configuration(base_env):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert 'invalid configuration: ENABLE_ACCOUNT_SIGNUP must be one of true, false, api_only' in done.stdout + done.stderr
+
+
+def test_gunicorn_refuses_a_forwarded_allow_ips_it_would_misread(base_env):
+    env = {**os.environ, **base_env, 'FORWARDED_ALLOW_IPS': '127.0.0.1,10.0.0.1/8', 'BIND': '127.0.0.1:0'}
+    done = subprocess.run([sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    # gunicorn's own check, before it reads gunicorn.conf.py; config.py agrees with it.
+    assert (done.stdout + done.stderr).strip() == 'Error: 10.0.0.1/8 has host bits set'
+    with pytest.raises(config_module.ConfigError, match='FORWARDED_ALLOW_IPS'):
+        config_module.load(env)
 
 
 def test_options_is_answered_without_credentials(testapp):
