@@ -1,6 +1,11 @@
 """gunicorn settings for Frontdesk (see docs/performance.md for the measurements)."""
 
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Not named config: gunicorn reads the module-level names here as settings.
+import config as frontdesk_config  # noqa: E402
 
 wsgi_app = 'app:create_app()'
 bind = os.environ.get('BIND', '127.0.0.1:8000')
@@ -12,10 +17,19 @@ worker_class = 'sync'
 workers = int(os.environ.get('WEB_CONCURRENCY', '3'))
 timeout = 30
 graceful_timeout = 30
-# The api_access_token header has underscores; gunicorn drops such headers unless told.
-header_map = 'dangerous'
-# Only these peers may set X-Real-IP / X-Request-Id (read by the app, not by gunicorn).
-forwarded_allow_ips = os.environ.get('FORWARDED_ALLOW_IPS', '127.0.0.1,::1')
+# Header names with underscores are dropped ('dangerous' mapped them too, so a
+# client's X_Real_IP merged with nginx's X-Real-IP into one HTTP_X_REAL_IP). The one
+# such header we need, api_access_token, is listed in forwarder_headers: gunicorn then
+# passes it as HTTP_API_ACCESS_TOKEN, but only from FORWARDED_ALLOW_IPS (nginx passes
+# the client's own). Nothing else is listed: gunicorn's default SCRIPT_NAME and
+# PATH_INFO would let a client behind nginx rewrite the app's routing.
+header_map = 'drop'
+forwarder_headers = 'API_ACCESS_TOKEN'
+# Only these peers may set X-Real-IP / X-Request-Id and api_access_token; addresses,
+# CIDR networks or *, parsed alike here and by config.py (the app's own check).
+forwarded_allow_ips = os.environ.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1'
+# gunicorn checks it before reading this file (its default is the variable), with the
+# same rules as config.py; a mistake stops it with "Error: 10.0.0.1/8 has host bits set".
 accesslog = '-'
 errorlog = '-'
 loglevel = os.environ.get('LOG_LEVEL', 'info')
@@ -32,9 +46,36 @@ preload_app = False
 def on_starting(server):
     """Check the configuration once in the master, so a bad variable stops the start
     with one line instead of workers failing to boot over and over."""
-    import sys
+    frontdesk_config.load_or_exit()
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import config
 
-    config.load_or_exit()
+def post_worker_init(worker):
+    """Answer gunicorn's own refusals (bad request line, 414, 431) in JSON.
+
+    gunicorn 27 renders them with ``gunicorn.util.write_error`` (an HTML page, from
+    ``Worker.handle_error``) and offers no setting for it; this replaces that one
+    function in the worker. tests/test_gunicorn.py checks it still takes effect.
+    """
+    import gunicorn.util
+
+    gunicorn.util.write_error = write_json_error
+
+
+def write_json_error(sock, status_int, reason, mesg):
+    """SPEC 0's error bodies for what gunicorn refuses before the app sees it."""
+    import json
+    import uuid
+
+    import gunicorn.util
+
+    request_id = uuid.uuid4().hex
+    if status_int >= 500:
+        body = {'message': 'Internal server error', 'request_id': request_id}
+    else:
+        # reason, not mesg: mesg quotes the client's request line or header.
+        body = {'message': reason}
+    payload = json.dumps(body).encode() + b'\n'
+    head = (f'HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n'
+            f'Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(payload)}\r\n'
+            f'X-Content-Type-Options: nosniff\r\nX-Request-Id: {request_id}\r\n\r\n')
+    gunicorn.util.write_nonblock(sock, head.encode('latin-1') + payload)

@@ -1,5 +1,9 @@
 """The main flows over real HTTP against real gunicorn started from gunicorn.conf.py."""
 
+import json
+
+import pytest
+
 from tests.conftest import http
 from tests.conftest import unique_email
 
@@ -45,3 +49,67 @@ def test_sign_up_sign_in_and_account_endpoints_over_http(gunicorn_url, make_user
     assert http('DELETE', gunicorn_url + '/auth/sign_out', headers=token_headers(signed_in)).json == {'success': True}
     assert http('GET', gunicorn_url + '/api/v1/profile', headers=token_headers(signed_in)).status == 401
     assert http('GET', gunicorn_url + '/api/v1/profile', headers=headers).status == 200
+
+
+# Issue 10: header names with underscores, and gunicorn's own error pages.
+
+def raw_request(base, data, timeout=10):
+    """Send ``data`` as is on a new connection; return (status, headers, body)."""
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(base)
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(data)
+        answer = b''
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b'\r\n\r\n')
+    lines = head.decode('latin-1').split('\r\n')
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(':') for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_api_access_token_still_works_with_underscores_dropped(gunicorn_url, make_user):
+    user = make_user()
+    for name in ('api_access_token', 'Api-Access-Token'):
+        answer = http('GET', gunicorn_url + '/api/v1/profile', headers={name: user.access_token})
+        assert answer.status == 200 and answer.json['email'] == user.email
+
+
+def test_a_clients_x_real_ip_with_underscores_does_not_count(base_env, make_user):
+    """An X_Real_IP header must not merge with (or stand in for) X-Real-IP."""
+    from tests.conftest import run_gunicorn
+
+    user = make_user()
+    with run_gunicorn({**base_env, 'RATE_LIMITS': 'on'}, workers=1) as base:
+        # The test's requests come from 127.0.0.1, a trusted proxy: a fresh X-Real-IP
+        # each time means a fresh bucket, so only X_Real_IP could make them collide.
+        forged = '198.51.100.77'
+        statuses = []
+        for index in range(6):
+            request = (f'POST /auth/sign_in HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
+                       f'X-Real-IP: 10.77.{index}.1\r\nX_Real_IP: {forged}\r\nContent-Length: {{n}}\r\n'
+                       f'Connection: close\r\n\r\n')
+            body = '{"email": "%s", "password": "wrong"}' % user.email
+            status, _, _ = raw_request(base, request.format(n=len(body)).encode() + body.encode())
+            statuses.append(status)
+        assert statuses == [401] * 6
+        # And X_Real_IP alone is no address at all: the peer's own is used.
+        answer = http('GET', base + '/healthz', headers={'X_Real_IP': forged})
+        assert answer.status == 200
+
+
+@pytest.mark.parametrize('request_bytes, status', [
+    (b'GET /' + b'a' * 9000 + b' HTTP/1.1\r\nHost: x\r\n\r\n', 414),
+    (b'GET / HTTP/1.1\r\nHost: x\r\nX-Big: ' + b'b' * 9000 + b'\r\n\r\n', 431),
+    (b'GET / HTTP/1.1\r\nHost: x\r\n' + b''.join(b'X-H%d: 1\r\n' % i for i in range(150)) + b'\r\n', 431),
+    (b'NOT A REQUEST LINE\r\n\r\n', 400),
+], ids=['long-line', 'big-header', 'many-headers', 'bad-line'])
+def test_gunicorns_own_refusals_are_json(gunicorn_url, request_bytes, status):
+    got, headers, body = raw_request(gunicorn_url, request_bytes)
+    assert got == status
+    assert headers['content-type'] == 'application/json; charset=utf-8'
+    assert headers['x-content-type-options'] == 'nosniff' and headers['x-request-id']
+    message = json.loads(body)['message']
+    assert message and '<' not in message and 'aaaa' not in message
