@@ -1,11 +1,6 @@
 """gunicorn settings for Frontdesk (see docs/performance.md for the measurements)."""
 
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# Not named config: gunicorn reads the module-level names here as settings.
-import config as frontdesk_config  # noqa: E402
 
 wsgi_app = 'app:create_app()'
 bind = os.environ.get('BIND', '127.0.0.1:8000')
@@ -46,7 +41,12 @@ preload_app = False
 def on_starting(server):
     """Check the configuration once in the master, so a bad variable stops the start
     with one line instead of workers failing to boot over and over."""
-    frontdesk_config.load_or_exit()
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import config
+
+    config.load_or_exit()
 
 
 def post_worker_init(worker):
