@@ -144,6 +144,14 @@ def _unique_violation(req, resp, ex, params):
     _unexpected(req, resp, ex, params)
 
 
+def _check_violation(req, resp, ex, params):
+    # The merged ui_settings is measured in the row itself (migration 0006), so two
+    # concurrent updates cannot together pass the cap.
+    if ex.diag.constraint_name == 'users_ui_settings_size':
+        raise Unprocessable.field('ui_settings', 'Ui settings is too large')
+    _unexpected(req, resp, ex, params)
+
+
 def _unexpected(req, resp, ex, params):
     if isinstance(ex, falcon.HTTPError):
         raise ex
@@ -170,3 +178,4 @@ def install(app):
     app.add_error_handler(falcon.MediaNotFoundError, _media_error)
     app.add_error_handler(psycopg.OperationalError, _database_unavailable)
     app.add_error_handler(psycopg.errors.UniqueViolation, _unique_violation)
+    app.add_error_handler(psycopg.errors.CheckViolation, _check_violation)

@@ -597,3 +597,41 @@ def test_an_address_outside_ascii_is_invalid(testapp, conn, agent):
     resp = put(testapp, agent, {'profile': {'email': 'zoë@example.com'}}, status=422)
     assert resp.json == {'message': 'Email is invalid', 'attributes': ['email']}
     assert stored(conn, agent.id) == before
+
+
+# --- the ui_settings cap (issue 10) ---------------------------------------------------------
+
+UI_SETTINGS_TOO_LARGE = {'message': 'Ui settings is too large', 'attributes': ['ui_settings']}
+
+
+def test_ui_settings_over_64_kib_are_refused_and_nothing_changes(testapp, conn, agent):
+    answer = put(testapp, agent, {'profile': {'name': 'Not Applied', 'ui_settings': {'big': 'x' * 65536}}},
+                 status=422)
+    assert answer.json == UI_SETTINGS_TOO_LARGE
+    row = stored(conn, agent.id)
+    assert row['name'] != 'Not Applied' and row['ui_settings'] == {}
+
+
+def test_ui_settings_cannot_grow_past_64_kib_by_merging(testapp, conn, agent):
+    for index in range(3):
+        put(testapp, agent, {'profile': {'ui_settings': {f'k{index}': 'x' * 20000}}})
+    answer = put(testapp, agent, {'profile': {'ui_settings': {'k3': 'x' * 20000}}}, status=422)
+    assert answer.json == UI_SETTINGS_TOO_LARGE
+    assert sorted(stored(conn, agent.id)['ui_settings']) == ['k0', 'k1', 'k2']
+    # Replacing or removing keys still works at the cap.
+    put(testapp, agent, {'profile': {'ui_settings': {'k0': None, 'k3': 'small'}}})
+    assert sorted(stored(conn, agent.id)['ui_settings']) == ['k1', 'k2', 'k3']
+
+
+def test_concurrent_ui_settings_updates_cannot_pass_the_cap_together(gunicorn_url, conn, agent):
+    url = gunicorn_url + '/api/v1/profile'
+
+    def update(key):
+        return http('PUT', url, {'profile': {'ui_settings': {key: 'y' * 20000}}}, headers=agent.headers).status
+
+    keys = [f'c{index}' for index in range(8)]
+    with concurrent.futures.ThreadPoolExecutor(len(keys)) as pool:
+        statuses = list(pool.map(update, keys))
+    settings = stored(conn, agent.id)['ui_settings']
+    assert sorted(statuses) == [200] * 3 + [422] * 5
+    assert len(settings) == 3 and len(json.dumps(settings)) <= 65536
