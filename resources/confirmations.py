@@ -93,11 +93,7 @@ class Password:
         if addresses.is_valid(email):
             with self._pool.connection() as conn:
                 with conn.transaction():
-                    user = conn.execute(self._queries['confirmations.user_by_email'],
-                                        {'email': addresses.normalise(email)}).fetchone()
-                    if user is not None:
-                        mail.send_reset_password(conn, self._queries, self._config,
-                                                 user['id'], user['name'], user['email'])
+                    mail.request_password_reset(conn, self._queries, self._config, addresses.normalise(email))
         resp.media = RESET_REQUESTED
 
     def on_put(self, req, resp):

@@ -121,3 +121,19 @@ def send_email_change_notice(conn, queries, config, user_id, name, old_address, 
 
 def send_address_taken_notice(conn, queries, name, to_address):
     conn.execute(queries['mail.enqueue'], address_taken_notice(name, to_address))
+
+
+def request_password_reset(conn, queries, config, email):
+    """Queue a reset link to the user registered with ``email`` (POST /auth/password).
+
+    An unknown address costs the same work: the same two statements, a token made and
+    a message rendered, and an outbox row written as 'suppressed' (never sent, no
+    bodies, no token stored), so the answer's timing does not tell who is registered.
+    """
+    user = conn.execute(queries['confirmations.user_by_email'], {'email': email}).fetchone()
+    token = tokens.new_token()
+    message = reset_password_message(config, user['name'] if user else None, email, token)
+    conn.execute(queries['mail.enqueue_reset_password'], {
+        **message, 'user_id': user['id'] if user else None,
+        'token_digest': tokens.digest(token), 'lifespan': RESET_LIFESPAN,
+    })

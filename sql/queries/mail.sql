@@ -38,3 +38,23 @@ UPDATE mail_outbox
        html_body = CASE WHEN %(status)s = 'failed' THEN NULL ELSE html_body END
  WHERE id = %(id)s
 RETURNING id;
+
+-- name: enqueue_reset_password
+-- One statement for a known and an unknown address alike (POST /auth/password): with a
+-- user, the link's token replaces any earlier one and the message is pending; without,
+-- the same row is written as 'suppressed' (never claimed, no bodies) and no token.
+WITH dropped AS (
+    DELETE FROM one_time_tokens
+     WHERE user_id = %(user_id)s::bigint
+       AND purpose = 'reset_password'
+), issued AS (
+    INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at)
+    SELECT %(user_id)s::bigint, 'reset_password', %(to_address)s, %(token_digest)s, now() + %(lifespan)s
+     WHERE %(user_id)s::bigint IS NOT NULL
+)
+INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body, status)
+VALUES (%(kind)s, %(to_address)s, %(subject)s,
+        CASE WHEN %(user_id)s::bigint IS NOT NULL THEN %(text_body)s END,
+        CASE WHEN %(user_id)s::bigint IS NOT NULL THEN %(html_body)s END,
+        CASE WHEN %(user_id)s::bigint IS NOT NULL THEN 'pending' ELSE 'suppressed' END)
+RETURNING id;
