@@ -8,6 +8,7 @@ import urllib.parse
 
 SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
+SMTP_TLS_MODES = ('starttls', 'implicit', 'off')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +23,6 @@ class Config:
     smtp_port: int = 25
     smtp_username: str | None = None
     smtp_password: str | None = dataclasses.field(default=None, repr=False)
-    smtp_starttls: bool = False
     avatar_dir: str = './var/avatars'
     avatar_url_prefix: str = '/avatars/'
     avatar_max_bytes: int = 15 * 1024 * 1024
@@ -39,6 +39,9 @@ class Config:
     # Issue 10a (SPEC 15): the optional k-anonymity breached-password lookup.
     breached_password_check: str = 'off'
     hibp_range_url: str = 'https://api.pwnedpasswords.com/range'
+    # Issue 10b: how SMTP is secured, 'starttls', 'implicit' (SMTP over TLS) or 'off';
+    # the login (SMTP_USERNAME) goes out only over TLS.
+    smtp_tls: str = 'off'
 
     @property
     def signup_enabled(self):
@@ -111,6 +114,22 @@ def _networks(env, name, default):
     return tuple(networks)
 
 
+def _smtp_tls(env):
+    """Issue 10b: SMTP_TLS, or the older SMTP_STARTTLS=true read as starttls."""
+    legacy = _bool(env, 'SMTP_STARTTLS', None)
+    mode = (env.get('SMTP_TLS') or '').lower()
+    if not mode:
+        mode = 'starttls' if legacy else 'off'
+    elif mode not in SMTP_TLS_MODES:
+        raise ConfigError(f'SMTP_TLS must be one of {", ".join(SMTP_TLS_MODES)}, got {env["SMTP_TLS"]!r}')
+    elif legacy is not None and legacy != (mode == 'starttls'):
+        raise ConfigError(f'SMTP_STARTTLS={env["SMTP_STARTTLS"]} contradicts SMTP_TLS={mode}; unset SMTP_STARTTLS')
+    if env.get('SMTP_USERNAME') and mode == 'off':
+        raise ConfigError('SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
+                          '(set SMTP_TLS=starttls or implicit)')
+    return mode
+
+
 def load(env=None):
     """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
     env = os.environ if env is None else env
@@ -123,6 +142,7 @@ def load(env=None):
     prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
     if not prefix.endswith('/'):
         raise ConfigError(f'AVATAR_URL_PREFIX must end with "/", got {prefix!r}')
+    smtp_tls = _smtp_tls(env)  # issue 10b
     # Issue 10a (SPEC 15).
     breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
     if breached not in BREACHED_CHECKS:
@@ -135,10 +155,10 @@ def load(env=None):
         frontend_url=_url(env, 'FRONTEND_URL', 'http://localhost:3000'),
         mail_from=env.get('MAIL_FROM') or 'Frontdesk <accounts@localhost>',
         smtp_host=env.get('SMTP_HOST') or 'localhost',
-        smtp_port=_number(env, 'SMTP_PORT', 25, 1, 65535),
+        smtp_port=_number(env, 'SMTP_PORT', 465 if smtp_tls == 'implicit' else 25, 1, 65535),
         smtp_username=env.get('SMTP_USERNAME') or None,
         smtp_password=env.get('SMTP_PASSWORD') or None,
-        smtp_starttls=_bool(env, 'SMTP_STARTTLS', False),
+        smtp_tls=smtp_tls,
         avatar_dir=env.get('AVATAR_DIR') or './var/avatars',
         avatar_url_prefix=prefix,
         avatar_max_bytes=_number(env, 'AVATAR_MAX_BYTES', 15 * 1024 * 1024, 1024, 1024**3),

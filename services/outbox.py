@@ -44,10 +44,16 @@ def build_message(config, row):
 
 
 def send(config, message):
-    smtp = smtplib.SMTP(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS)
+    """Send one message; the login, if any, only ever after TLS is up (config.py)."""
+    context = ssl.create_default_context()
+    if config.smtp_tls == 'implicit':
+        smtp = smtplib.SMTP_SSL(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS, context=context)
+    else:
+        smtp = smtplib.SMTP(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS)
     try:
-        if config.smtp_starttls:
-            smtp.starttls(context=ssl.create_default_context())
+        if config.smtp_tls == 'starttls':
+            # Raises when the server offers no STARTTLS: never a fallback to clear text.
+            smtp.starttls(context=context)
         if config.smtp_username:
             smtp.login(config.smtp_username, config.smtp_password or '')
         smtp.send_message(message)

@@ -8,10 +8,12 @@ import email.message
 import email.policy
 import os
 import re
+import ssl
 import subprocess
 import sys
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 import config as config_module
 import db
@@ -83,6 +85,45 @@ class Inbox:
 def smtp_server(port=None):
     inbox = Inbox(port or free_port())
     controller = Controller(inbox, hostname='127.0.0.1', port=inbox.port)
+    controller.start()
+    try:
+        yield inbox
+    finally:
+        controller.stop()
+
+
+SMTP_LOGIN = ('mailer', 'mail secret 1')
+
+
+def self_signed_certificate(directory):
+    """A throwaway certificate for localhost and 127.0.0.1; returns (cert, key) paths."""
+    cert, key = directory / 'smtp.crt', directory / 'smtp.key'
+    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
+                    '-keyout', str(key), '-out', str(cert), '-subj', '/CN=localhost',
+                    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def _authenticate(server, session, envelope, mechanism, auth_data):
+    # handled=False: aiosmtpd then answers a refusal with 535 itself.
+    return AuthResult(success=(auth_data.login.decode(), auth_data.password.decode()) == SMTP_LOGIN, handled=False)
+
+
+@contextlib.contextmanager
+def tls_smtp_server(cert, key, implicit=False):
+    """A real SMTP server with TLS, implicit or by STARTTLS, that demands SMTP_LOGIN.
+
+    With STARTTLS it refuses mail and AUTH until TLS is up, as a careful relay does.
+    """
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    inbox = Inbox(free_port())
+    # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is TLS too.
+    tls = ({'ssl_context': context, 'auth_require_tls': False} if implicit
+           else {'tls_context': context, 'require_starttls': True, 'auth_require_tls': True})
+    controller = Controller(inbox, hostname='127.0.0.1', port=inbox.port, authenticator=_authenticate,
+                            auth_required=True, **tls)
     controller.start()
     try:
         yield inbox

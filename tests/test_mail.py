@@ -12,7 +12,10 @@ from tests.conftest import free_port
 from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import deliver_mail_command
+from tests.smtp_server import SMTP_LOGIN
+from tests.smtp_server import self_signed_certificate
 from tests.smtp_server import smtp_server
+from tests.smtp_server import tls_smtp_server
 
 FRONTEND = 'http://frontdesk.test'
 
@@ -21,6 +24,11 @@ FRONTEND = 'http://frontdesk.test'
 def inbox():
     with smtp_server() as inbox:
         yield inbox
+
+
+@pytest.fixture(scope='session')
+def certificate(tmp_path_factory):
+    return self_signed_certificate(tmp_path_factory.mktemp('smtp-tls'))
 
 
 def enqueue(conn, queries, address, body='Hello'):
@@ -180,16 +188,78 @@ def test_without_once_the_worker_keeps_delivering_until_signalled(conn, queries,
     assert 'Traceback' not in stderr
 
 
-def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(conn, queries, base_env, inbox):
+def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(conn, queries, base_env, certificate):
     secret = f'pw-{uuid.uuid4().hex}'
     link_token = f'tok-{uuid.uuid4().hex}'
     mail_id = enqueue(conn, queries, unique_email('auth'), body=f'Open {FRONTEND}/x?t={link_token}')
 
-    # aiosmtpd offers no AUTH on a plain connection, so the login fails.
-    _, stderr = finish(deliver_mail_command(base_env, inbox.port, SMTP_USERNAME='mailer', SMTP_PASSWORD=secret))
+    # Over STARTTLS, with a password the server refuses.
+    with tls_smtp_server(*certificate) as server:
+        _, stderr = finish(deliver_mail_command(base_env, server.port, SMTP_TLS='starttls', SMTP_USERNAME='mailer',
+                                                SMTP_PASSWORD=secret, SSL_CERT_FILE=str(certificate[0])))
 
     row = outbox_row(conn, mail_id)
-    assert row['status'] == 'pending' and row['last_error'].startswith('SMTPNotSupportedError')
+    assert row['status'] == 'pending' and row['last_error'].startswith('SMTPAuthenticationError')
     assert secret not in row['last_error'] and secret not in stderr
     assert link_token not in row['last_error'] and link_token not in stderr
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
+
+
+# --- SMTP over TLS (issue 10) ------------------------------------------------------------
+
+@pytest.mark.parametrize('mode, extra', [
+    ('implicit', {'SMTP_TLS': 'implicit'}),
+    ('starttls', {'SMTP_TLS': 'starttls'}),
+    ('starttls', {'SMTP_STARTTLS': 'true'}),  # the older variable still means STARTTLS
+], ids=['implicit', 'starttls', 'legacy-starttls'])
+def test_mail_goes_out_over_tls_with_the_login(conn, queries, base_env, certificate, monkeypatch, mode, extra):
+    monkeypatch.setenv('SSL_CERT_FILE', str(certificate[0]))  # trust the throwaway certificate
+    address = unique_email('tls')
+    mail_id = enqueue(conn, queries, address)
+    user, password = SMTP_LOGIN
+    with tls_smtp_server(*certificate, implicit=mode == 'implicit') as server:
+        deliver(base_env, server.port, SMTP_USERNAME=user, SMTP_PASSWORD=password, **extra)
+    assert outbox_row(conn, mail_id)['status'] == 'sent'
+    assert server.one_to(address).message['Subject'] == 'Test message'
+
+
+def test_an_untrusted_certificate_stops_the_delivery_before_the_login(conn, queries, base_env, certificate):
+    mail_id = enqueue(conn, queries, unique_email('untrusted'))
+    user, password = SMTP_LOGIN
+    with tls_smtp_server(*certificate, implicit=True) as server:
+        deliver(base_env, server.port, SMTP_TLS='implicit', SMTP_USERNAME=user, SMTP_PASSWORD=password)
+    row = outbox_row(conn, mail_id)
+    assert row['status'] == 'pending' and 'CERTIFICATE_VERIFY_FAILED' in row['last_error']
+    assert server.received == []
+    conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
+
+
+def test_starttls_never_falls_back_to_clear_text(conn, queries, base_env, inbox):
+    # The plain test server offers no STARTTLS: the message waits, nothing is sent.
+    mail_id = enqueue(conn, queries, unique_email('nofallback'))
+    deliver(base_env, inbox.port, SMTP_TLS='starttls', SMTP_USERNAME='mailer', SMTP_PASSWORD='x')
+    row = outbox_row(conn, mail_id)
+    assert row['status'] == 'pending' and row['last_error'].startswith('SMTPNotSupportedError')
+    assert inbox.received == [] or all('nofallback' not in item.rcpt_tos[0] for item in inbox.received)
+    conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
+
+
+@pytest.mark.parametrize('env, expected', [
+    ({'SMTP_USERNAME': 'mailer'}, 'SMTP_USERNAME is set but SMTP_TLS is off'),
+    ({'SMTP_USERNAME': 'mailer', 'SMTP_TLS': 'off'}, 'SMTP_USERNAME is set but SMTP_TLS is off'),
+    ({'SMTP_TLS': 'ssl'}, 'SMTP_TLS must be one of starttls, implicit, off'),
+    ({'SMTP_TLS': 'implicit', 'SMTP_STARTTLS': 'true'}, 'SMTP_STARTTLS=true contradicts SMTP_TLS=implicit'),
+])
+def test_smtp_settings_that_would_leak_the_login_stop_the_start(base_env, env, expected):
+    done = deliver_mail_command(base_env, free_port(), **env)
+    _, stderr = done.communicate(timeout=30)
+    assert done.returncode != 0
+    assert stderr.strip() == f'frontdesk: invalid configuration: {expected}' or (
+        stderr.startswith(f'frontdesk: invalid configuration: {expected}') and stderr.count('\n') == 1)
+
+
+def test_implicit_tls_defaults_to_port_465(base_env):
+    from config import load
+
+    assert load({**base_env, 'SMTP_TLS': 'implicit'}).smtp_port == 465
+    assert load({**base_env, 'SMTP_TLS': 'starttls'}).smtp_port == 25
