@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -257,3 +258,17 @@ def http(method, url, json_body=None, headers=None, data=None, timeout=30):
         result = Answer(ex.code, {k.lower(): v for k, v in ex.headers.items()}, ex.read())
     contract.check(method, url, headers, result.status, result.headers, result.body)
     return result
+
+
+def raw_request(base, data, timeout=10):
+    """Send ``data`` as is on a new connection; return (status, headers, body)."""
+    parts = urllib.parse.urlsplit(base)
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(data)
+        answer = b''
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b'\r\n\r\n')
+    lines = head.decode('latin-1').split('\r\n')
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(':') for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from tests.conftest import http
+from tests.conftest import raw_request
 from tests.conftest import unique_email
 
 
@@ -52,23 +53,6 @@ def test_sign_up_sign_in_and_account_endpoints_over_http(gunicorn_url, make_user
 
 
 # Issue 10: header names with underscores, and gunicorn's own error pages.
-
-def raw_request(base, data, timeout=10):
-    """Send ``data`` as is on a new connection; return (status, headers, body)."""
-    import socket
-    import urllib.parse
-
-    parts = urllib.parse.urlsplit(base)
-    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
-        sock.sendall(data)
-        answer = b''
-        while chunk := sock.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b'\r\n\r\n')
-    lines = head.decode('latin-1').split('\r\n')
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(':') for line in lines[1:])}
-    return int(lines[0].split()[1]), headers, body
-
 
 def test_api_access_token_still_works_with_underscores_dropped(gunicorn_url, make_user):
     user = make_user()

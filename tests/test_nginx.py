@@ -16,6 +16,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from tests.conftest import http
+from tests.conftest import raw_request
 from tests.conftest import run_gunicorn
 from tests.conftest import unique_email
 from tests.nginx_server import read_log
@@ -226,3 +227,28 @@ def test_slow_upstream_is_a_json_504(workdir):
     assert answer.headers['content-type'] == 'application/json; charset=utf-8'
     assert answer.headers['retry-after'] == '5'
     assert answer.json == {'message': 'Service temporarily unavailable'}
+
+
+@pytest.mark.parametrize('path', ['/', '/api/v1/profile'])
+@pytest.mark.parametrize('request_bytes, status, message', [
+    (b'GET /' + b'a' * 9000 + b' HTTP/1.1\r\nHost: x\r\n\r\n', 414, 'Request line is too long'),
+    (b'GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: ' + b'b' * 9000 + b'\r\n\r\n', 431,
+     'Request headers are too large'),
+    (b'GET {path} HTTP/1.1\r\nHost: x\r\nCookie: ' + b'c' * 9000 + b'\r\n\r\n', 431,
+     'Request headers are too large'),
+    (b'GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400,
+     'Bad request'),
+    (b'GET {path} HTTP/1.1\r\n\r\n', 400, 'Bad request'),  # HTTP/1.1 without Host
+], ids=['414', 'big-header', 'big-cookie', 'two-lengths', 'no-host'])
+def test_nginx_own_refusals_are_json(proxy, gunicorn_log, path, request_bytes, status, message):
+    got, headers, body = raw_request(proxy, request_bytes.replace(b'{path}', path.encode()))
+    assert got == status
+    assert headers['content-type'] == 'application/json; charset=utf-8'
+    assert json.loads(body) == {'message': message}
+    assert REQUEST_ID.match(headers['x-request-id'])
+    assert headers['x-request-id'] not in gunicorn_log()
+
+
+def test_the_error_pages_cannot_be_asked_for(proxy):
+    status, headers, body = raw_request(proxy, b'GET /.frontdesk-error/400 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+    assert (status, json.loads(body)) == (404, {'error': 'Resource could not be found'})
