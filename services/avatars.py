@@ -15,16 +15,17 @@ import errors
 
 # Bounds on the work one upload may cost (measured: docs/performance.md, "Avatars").
 # A baseline JPEG is decoded at 1/2..1/8 scale (Image.draft), so its cost grows with
-# the file, not the pixels: 16 MP takes any phone or most camera photos (4032x3024 is
-# 12.2 MP) and is the ceiling for every format. PNG, GIF, WebP and progressive JPEG
-# have no scaled decoding: every sample is inflated, unfiltered and stored, so they are
-# held to MAX_DECODE_WORK "sample bytes" (pixels x the weights in _decode_work, which
-# follow the measured cost per pixel): an 8-bit RGB PNG up to 3.5 MP (1920x1080 and
-# 2560x1080 screenshots), RGBA 2.6 MP, a GIF 10 MP, a WebP 1.3 MP, a progressive JPEG
-# 3.5 MP. The worst accepted upload then stays under 150 ms of CPU and 100 MiB of
-# worker memory (40 MP cost over a second and 450 MiB).
+# the file (about 13 ms a MiB, hence AVATAR_MAX_BYTES' 8 MiB), not the pixels: 16 MP
+# takes any phone or most camera photos (4032x3024 is 12.2 MP) and is the ceiling for
+# every format. PNG, GIF, WebP and progressive JPEG have no scaled decoding: every
+# sample is inflated, unfiltered and stored, so they are held to MAX_DECODE_WORK
+# "sample bytes" (pixels x the weights in _decode_work, which follow the measured cost
+# per pixel): an 8-bit RGB PNG up to 2.1 MP (a 1920x1080 screenshot), RGBA 1.6 MP,
+# a GIF 6.3 MP, a WebP 0.8 MP, a progressive JPEG 3.1 MP. The worst accepted upload
+# then costs about 150 ms of CPU and 90 MiB of worker memory; 40 MP took over a
+# second and 450 MiB.
 MAX_PIXELS = 16_000_000
-MAX_DECODE_WORK = 10 * 1024 * 1024
+MAX_DECODE_WORK = 6 * 1024 * 1024
 MAX_SIDE = 512
 # thumbnail() first shrinks by a whole factor (draft or reduce()), then resamples with
 # LANCZOS over at least this factor: indistinguishable from resampling in one step.
@@ -105,7 +106,7 @@ def _decode_work(image):
     bands = len(image.getbands())
     if image.format in ('JPEG', 'MPO'):
         # A progressive JPEG keeps every DCT coefficient until the last scan.
-        return bands if image.info.get('progressive') else 0
+        return 2 if image.info.get('progressive') else 0
     tile = image.tile[0] if image.tile else None
     # Pillow unpacks 16-bit PNG samples and Adam7 passes pixel by pixel, measured 3x
     # and 2x slower than 8-bit rows.

@@ -25,7 +25,7 @@ from tests.nginx_server import run_nginx
 
 REQUEST_ID = re.compile(r'^[0-9a-f]{32}$')
 JSON_LIMIT = 1024 * 1024
-UPLOAD_LIMIT = 15 * 1024 * 1024 + 64 * 1024
+UPLOAD_LIMIT = 8 * 1024 * 1024 + 64 * 1024
 
 
 class CaptchaVerifier(BaseHTTPRequestHandler):
