@@ -633,7 +633,7 @@ def avatar_files():
         ('WebP, noise', _pillow(noise('RGB', side(8)), 'WEBP', quality=90)),
         ('GIF, noise', fitting(lambda size: _pillow(noise('L', size).convert('P'), 'GIF'),
                                range(side(1), 0, -100))),
-        ('JPEG progressive, noise', fitting(lambda quality: _pillow(noise('RGB', side(2)), 'JPEG', quality=quality,
+        ('JPEG progressive, noise', fitting(lambda quality: _pillow(noise('RGB', side(3)), 'JPEG', quality=quality,
                                                                     progressive=True), range(95, 0, -5))),
         # 16 MP, the ceiling for every format, at the highest quality that fits.
         ('JPEG 16 MP, noise', fitting(lambda quality: _pillow(noise('RGB', 4000), 'JPEG', quality=quality),
