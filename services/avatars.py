@@ -21,14 +21,15 @@ import errors
 # sample is inflated, unfiltered and stored, so they are held to MAX_DECODE_WORK
 # "sample bytes" (pixels x the weights in _decode_work, which follow the measured cost
 # per pixel): an 8-bit RGB PNG up to 2.1 MP (a 1920x1080 screenshot), RGBA 1.6 MP,
-# a GIF 6.3 MP, a WebP 0.8 MP, a progressive JPEG 2.1 MP. The worst accepted upload
-# then costs about 150 ms of CPU and 90 MiB of worker memory; 40 MP took over a
-# second and 450 MiB.
+# a GIF 6.3 MP, a WebP 0.8 MP, a progressive JPEG 2.1 MP. The costliest accepted
+# uploads measured 130-185 ms of CPU on a loaded 2-vCPU machine and at most 76 MiB of
+# worker memory; 40 MP took about a second and 450 MiB.
 MAX_PIXELS = 16_000_000
 MAX_DECODE_WORK = 6 * 1024 * 1024
 MAX_SIDE = 512
 # thumbnail() first shrinks by a whole factor (draft or reduce()), then resamples with
-# LANCZOS over at least this factor: indistinguishable from resampling in one step.
+# LANCZOS over at least this factor: close to resampling in one step (Pillow calls 2.0
+# "very close"), and the full-size image is read once, by the cheap reduce().
 REDUCING_GAP = 1.5
 # Pillow warns above this many pixels and refuses above twice as many; prepare() turns
 # the warning into a refusal too, and checks the header's size itself before decoding.
