@@ -22,7 +22,7 @@ import errors
 # "sample bytes" (pixels x the weights in _decode_work, which follow the measured cost
 # per pixel): an 8-bit RGB PNG up to 2.1 MP (a 1920x1080 screenshot), RGBA 1.6 MP,
 # a GIF 6.3 MP, a WebP 0.8 MP, a progressive JPEG 2.1 MP. The costliest accepted
-# uploads measured 130-185 ms of CPU on a loaded 2-vCPU machine and at most 76 MiB of
+# uploads measured 130-200 ms of CPU on a loaded 2-vCPU machine and at most 76 MiB of
 # worker memory; 40 MP took about a second and 450 MiB.
 MAX_PIXELS = 16_000_000
 MAX_DECODE_WORK = 6 * 1024 * 1024
