@@ -124,16 +124,30 @@ def send_address_taken_notice(conn, queries, name, to_address):
 
 
 def request_password_reset(conn, queries, config, email):
-    """Queue a reset link to the user registered with ``email`` (POST /auth/password).
-
-    An unknown address costs the same work: the same two statements, a token made and
-    a message rendered, and an outbox row written as 'suppressed' (never sent, no
-    bodies, no token stored), so the answer's timing does not tell who is registered.
-    """
+    """Queue a reset link to the user registered with ``email`` (POST /auth/password)."""
     user = conn.execute(queries['confirmations.user_by_email'], {'email': email}).fetchone()
     token = tokens.new_token()
     message = reset_password_message(config, user['name'] if user else None, email, token)
-    conn.execute(queries['mail.enqueue_reset_password'], {
-        **message, 'user_id': user['id'] if user else None,
-        'token_digest': tokens.digest(token), 'lifespan': RESET_LIFESPAN,
+    _enqueue_or_suppress(conn, queries, 'reset_password', RESET_LIFESPAN, user and user['id'], token, message)
+
+
+def request_confirmation(conn, queries, config, target, email):
+    """Queue a confirmation link for ``target`` (a confirmations.address_to_confirm row, or
+    None when there is nothing to confirm for ``email``: POST /resend_confirmation)."""
+    token = tokens.new_token()
+    message = confirmation_message(config, target and target['name'], target['to_address'] if target else email,
+                                   token, new_address=bool(target and target['new_address']))
+    _enqueue_or_suppress(conn, queries, 'confirmation', CONFIRMATION_LIFESPAN, target and target['id'], token,
+                         message)
+
+
+def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, message):
+    """The same statement whether or not there is a user to mail.
+
+    Without one the outbox row is written as 'suppressed' (never sent, no bodies, no token
+    stored): the same work, so the answer's timing does not tell who is registered.
+    """
+    conn.execute(queries['mail.enqueue_with_token'], {
+        **message, 'purpose': purpose, 'user_id': user_id,
+        'token_digest': tokens.digest(token), 'lifespan': lifespan,
     })

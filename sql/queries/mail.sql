@@ -39,17 +39,18 @@ UPDATE mail_outbox
  WHERE id = %(id)s
 RETURNING id;
 
--- name: enqueue_reset_password
--- One statement for a known and an unknown address alike (POST /auth/password): with a
--- user, the link's token replaces any earlier one and the message is pending; without,
--- the same row is written as 'suppressed' (never claimed, no bodies) and no token.
+-- name: enqueue_with_token
+-- One statement for a known and an unknown address alike (POST /auth/password and POST
+-- /resend_confirmation): with a user, the link's token replaces any earlier one of its
+-- purpose and the message is pending; without, the same row is written as 'suppressed'
+-- (never claimed, no bodies) and no token.
 WITH dropped AS (
     DELETE FROM one_time_tokens
      WHERE user_id = %(user_id)s::bigint
-       AND purpose = 'reset_password'
+       AND purpose = %(purpose)s
 ), issued AS (
     INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at)
-    SELECT %(user_id)s::bigint, 'reset_password', %(to_address)s, %(token_digest)s, now() + %(lifespan)s
+    SELECT %(user_id)s::bigint, %(purpose)s, %(to_address)s, %(token_digest)s, now() + %(lifespan)s
      WHERE %(user_id)s::bigint IS NOT NULL
 )
 INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body, status)
