@@ -41,6 +41,13 @@ RESPONSES = {
     'token_valid': ('The credentials are valid.', _BODIES + 'token_valid', ()),
     'password_policy': ('The password rules (SPEC 15).', _BODIES + 'password_policy', ()),
     'reset_requested': ('A reset link is mailed if the address belongs to a user.', _BODIES + 'reset_requested', ()),
+    'sessions': ("The caller's sessions, most recently active first.", _BODIES + 'sessions', ()),
+    'revoked': ('Sessions ended.', _BODIES + 'revoked', ()),
+    'sessions_limit_reached': ("At the session limit (a browser's sign-in): pick sessions to end and sign in "
+                               'again.', _BODIES + 'sessions_limit_reached', ()),
+    'cannot_revoke_current': ('The session of this request cannot be ended here (sign out instead).',
+                              _ERRORS + 'cannot_revoke_current', ()),
+    'audit_events': ('One page of audit events, newest first.', _BODIES + 'audit_events', ()),
     'bad_request': ('The body is not valid JSON (NUL characters and lone surrogates included), or a '
                     'multipart body cannot be parsed.', _ERRORS + 'message', ()),
     'unauthenticated': ('No valid credentials: missing, malformed, unknown, expired or revoked alike.',
@@ -182,6 +189,8 @@ def _statuses(resource, method, level):
         add(404, 'not_found')
     if level == 'administrator':
         add(401, 'not_authorized')
+    if getattr(resource, 'query', {}).get(method):
+        add(422, 'unprocessable')
     if getattr(resource, 'schemas', {}).get(method):
         for status, name in ((400, 'bad_request'), (413, 'too_large'), (415, 'unsupported_media_type'),
                              (422, 'unprocessable')):
@@ -231,6 +240,11 @@ def _operation(path_template, resource, method, schemas):
     level = access_level(resource, method)
     schema_name = getattr(resource, 'schemas', {}).get(method)
     path, parameters = _path(path_template)
+    query = getattr(resource, 'query', {}).get(method)
+    if query:
+        parameters += [{'name': name, 'in': 'query', 'required': False, 'description': prop.get('description', ''),
+                        'schema': {key: value for key, value in prop.items() if key != 'description'}}
+                       for name, prop in schemas[query]['properties'].items()]
     summary = schemas[schema_name].get('title') if schema_name else (resource.__doc__ or '').split('\n')[0]
     operation = {
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),

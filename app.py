@@ -27,6 +27,7 @@ from middleware.validation import load_validators
 from middleware.validation import too_large
 from resources import JSON
 from resources import accounts
+from resources import audit_events
 from resources import confirmations
 from resources import health
 from resources import openapi
@@ -55,6 +56,11 @@ def routes(pool, queries, config, validators):
             pool, queries, config, 'auto_offline', 'profile_auto_offline', queries['profile.set_auto_offline'])),
         ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
         ('/api/v1/profile/reset_access_token', profile.ProfileAccessToken(pool, queries, config)),
+        ('/api/v1/profile/sessions', sessions.ProfileSessionCollection(pool, queries, config)),
+        ('/api/v1/profile/sessions/{session_id:int(min=1,max=9223372036854775807)}', sessions.ProfileSessionItem(pool, queries)),
+        ('/api/v1/profile/audit_events', audit_events.ProfileAuditEvents(pool, queries)),
+        (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
+        (ACCOUNT + '/agents/{user_id:int(min=1,max=9223372036854775807)}/sessions', sessions.MemberSessions(pool, queries, config)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),
@@ -108,7 +114,7 @@ def create_app(config=None, pool=None):
         RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
         TokenAuth(pool, queries, config),
-        RequireAccess(),
+        RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
     ]
     if config.cors_allowed_origins:

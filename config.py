@@ -9,6 +9,7 @@ import urllib.parse
 SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
 SMTP_TLS_MODES = ('starttls', 'implicit', 'off')
+NO_IDLE_TIMEOUT_SECONDS = 100 * 365 * 86400
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,6 @@ class Config:
     # its pixels (docs/performance.md, "Avatars").
     avatar_max_bytes: int = 8 * 1024 * 1024
     token_lifespan_days: int = 60
-    max_tokens_per_user: int = 25
     bcrypt_rounds: int = 12
     rate_limits: bool = True
     # ipaddress networks; '*' is 0.0.0.0/0 and ::/0 (see _networks).
@@ -44,6 +44,17 @@ class Config:
     # Issue 10b: how SMTP is secured, 'starttls', 'implicit' (SMTP over TLS) or 'off';
     # the login (SMTP_USERNAME) goes out only over TLS.
     smtp_tls: str = 'off'
+    # Issue 12: sessions (SPEC 13) and the audit log (SPEC 14).
+    max_user_sessions: int = 25
+    session_idle_timeout_minutes: int | None = None
+    audit_retention_days: int = 365
+
+    @property
+    def idle_seconds(self):
+        """The idle timeout in seconds; a century when it is off (one query plan either way)."""
+        if self.session_idle_timeout_minutes is None:
+            return NO_IDLE_TIMEOUT_SECONDS
+        return self.session_idle_timeout_minutes * 60
 
     @property
     def signup_enabled(self):
@@ -165,7 +176,6 @@ def load(env=None):
         avatar_url_prefix=prefix,
         avatar_max_bytes=_number(env, 'AVATAR_MAX_BYTES', 8 * 1024 * 1024, 1024, 1024**3),
         token_lifespan_days=_number(env, 'TOKEN_LIFESPAN_DAYS', 60, 1, 3650),
-        max_tokens_per_user=_number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
         bcrypt_rounds=_number(env, 'BCRYPT_ROUNDS', 12, 4, 31),
         rate_limits=_bool(env, 'RATE_LIMITS', True, true='on', false='off'),
         forwarded_allow_ips=_networks(env, 'FORWARDED_ALLOW_IPS', '127.0.0.1,::1'),
@@ -174,6 +184,10 @@ def load(env=None):
         cors_allowed_origins=_origins(env, 'CORS_ALLOWED_ORIGINS'),
         breached_password_check=breached,
         hibp_range_url=_url(env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'),
+        # Issue 12. MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still read.
+        max_user_sessions=_number(env, 'MAX_USER_SESSIONS', _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000), 1, 1000),
+        session_idle_timeout_minutes=_number(env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600),
+        audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
     )
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail."""
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune."""
 
 import argparse
 import logging
@@ -72,6 +72,23 @@ def cmd_deliver_mail(config, args):
     print(f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, {outcomes["failed"]} failed')
 
 
+def cmd_prune(config, args):
+    """Delete audit events older than AUDIT_RETENTION_DAYS.
+
+    Only the owner of audit_events may delete from it (docs/security.md): run this with the
+    owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
+    DATABASE_URL.
+    """
+    url = getattr(config, 'migrate_database_url', None) or config.database_url
+    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
+        try:
+            cursor = conn.execute(db.load_queries()['audit.prune'], {'retention_days': config.audit_retention_days})
+        except psycopg.errors.InsufficientPrivilege:
+            sys.exit('prune: this role may not delete audit events; run it as the owner of audit_events '
+                     '(the role migrations run as)')
+    print(f'prune: {cursor.rowcount} audit event(s) older than {config.audit_retention_days} days deleted')
+
+
 def parser():
     top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
     commands = top.add_subparsers(dest='command', required=True)
@@ -95,6 +112,9 @@ def parser():
     deliver = commands.add_parser('deliver-mail', help='send queued e-mail over SMTP until stopped')
     deliver.add_argument('--once', action='store_true', help='send what is due, then exit')
     deliver.set_defaults(run=cmd_deliver_mail)
+
+    commands.add_parser('prune', help='delete audit events older than AUDIT_RETENTION_DAYS (run as the owner)'
+                        ).set_defaults(run=cmd_prune)
     return top
 
 

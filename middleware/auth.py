@@ -21,16 +21,19 @@ import orjson
 
 import errors
 import tokens
+from services import audit
 
 log = logging.getLogger('frontdesk')
 LEVELS = ('public', 'optional', 'user', 'session', 'member', 'administrator')
-_TOUCH_AFTER = datetime.timedelta(minutes=10)
+# A session's last activity is stamped at most this often (SPEC 13), so a read stays one
+# query; with an idle timeout shorter than twice this, at half the timeout.
+_TOUCH_AFTER = datetime.timedelta(minutes=5)
 
 
 class Caller:
     """The authenticated user: ids and roles for the access rules, and the user JSON."""
 
-    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token')
+    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token', 'session_id')
 
     def __init__(self, row, token=None):
         self.id = row['id']
@@ -43,6 +46,7 @@ class Caller:
             self.roles = {int(account_id): role for account_id, role in orjson.loads(row['roles'] or '{}').items()}
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
+        self.session_id = row['token_id'] if token is not None else None
 
 
 def access_level(resource, method):
@@ -67,6 +71,8 @@ class TokenAuth:
         self._by_token_sql = queries['auth.user_for_token']
         self._by_access_token_sql = queries['auth.user_for_access_token']
         self._touch_sql = queries['auth.touch_token']
+        self._idle_seconds = config.idle_seconds
+        self._touch_after = min(_TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
 
     def process_resource(self, req, resp, resource, params):
         req.context.caller = None
@@ -77,7 +83,7 @@ class TokenAuth:
         params = {'avatar_url_prefix': self._config.avatar_url_prefix,
                   'with_doc': req.method in getattr(resource, 'caller_document', ())}
         if token and client and uid:
-            req.context.caller = self._by_token(token, client, uid, params)
+            req.context.caller = self._by_token(token, client, uid, {**params, 'idle_seconds': self._idle_seconds})
         elif api_token and '\x00' not in api_token:  # PostgreSQL text holds no NUL: nobody's token
             with self._pool.connection() as conn:
                 row = conn.execute(self._by_access_token_sql, {**params, 'access_token': api_token}).fetchone()
@@ -94,7 +100,7 @@ class TokenAuth:
             uid_ok = hmac.compare_digest(row['email'].encode(), uid.strip().lower().encode('utf-8', 'surrogatepass'))
             if not (client_ok and uid_ok):
                 return None
-            if row['now'] - row['last_used_at'] > _TOUCH_AFTER:
+            if row['now'] - row['last_used_at'] > self._touch_after:
                 conn.execute(self._touch_sql, {'token_id': row['token_id']})
         return Caller(row, token=(token, row['client'], row['expires_at']))
 
@@ -106,7 +112,14 @@ class TokenAuth:
 
 
 class RequireAccess:
-    """Enforce ``resource.access`` for the caller TokenAuth resolved."""
+    """Enforce ``resource.access`` for the caller TokenAuth resolved.
+
+    A role refusal is logged and written to the audit log (SPEC 14).
+    """
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._queries = queries
 
     def process_resource(self, req, resp, resource, params):
         level = access_level(resource, req.method)
@@ -131,4 +144,7 @@ class RequireAccess:
         if level == 'administrator' and role != 'administrator':
             log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
                         caller.id, role, req.context.request_id)
+            with self._pool.connection() as conn:
+                audit.record(conn, self._queries, 'access_refused', account_id=params['account_id'], request=req,
+                             details={'method': req.method, 'route': req.uri_template, 'role': role})
             raise errors.NotAuthorized()

@@ -61,6 +61,9 @@ class RateLimit:
             rows = conn.execute(self._hit_sql, {'buckets': buckets, 'periods': periods}).fetchall()
         over = [row['retry_after'] for row in rows if row['hits'] > limits[row['bucket']]]
         if over:
+            # A resource may want the refusal recorded (sign-in: an audit event).
+            if hasattr(resource, 'on_rate_limited'):
+                resource.on_rate_limited(req)
             raise errors.TooManyRequests(max(1, max(over)))
 
     @staticmethod

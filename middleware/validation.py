@@ -5,6 +5,7 @@ violation becomes a Rails-style full message (``Name is too long (maximum is 255
 characters)``); all failing fields are reported together in one 422.
 """
 
+import datetime
 import json
 import pathlib
 import re
@@ -44,6 +45,18 @@ _Validator = validators.extend(
 )
 _FORMATS = jsonschema.FormatChecker(formats=())
 _TIMEZONES = frozenset(zoneinfo.available_timezones())
+
+
+@_FORMATS.checks('date-time')
+def _is_date_time(value):
+    """ISO 8601 as Python reads it; a time without an offset is UTC."""
+    if not isinstance(value, str):
+        return True
+    try:
+        datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 @_FORMATS.checks('iana-timezone')
@@ -236,7 +249,9 @@ class JSONSchemaValidation:
     JSON and form bodies are both accepted; a form body's strings are first cast to the
     types the schema wants, so both then meet the same validation.
 
-    A resource declares ``schemas = {'POST': 'account_create'}``. The parsed body is
+    A resource declares ``schemas = {'POST': 'account_create'}``, and for query
+    parameters ``query = {'GET': 'audit_events_query'}`` (cast as form bodies are, left in
+    ``req.context.query``). The parsed body is
     left in ``req.context.doc``. Methods listed in ``resource.multipart`` also take
     multipart/form-data, parsed by ``resource.parse_multipart(req)`` into the same
     document shape. Methods in ``resource.deferred_validation`` are parsed here but
@@ -248,6 +263,11 @@ class JSONSchemaValidation:
         self._multipart_limit = avatar_max_bytes + MULTIPART_OVERHEAD
 
     def process_resource(self, req, resp, resource, params):
+        query = getattr(resource, 'query', {}).get(req.method)
+        if query is not None:
+            validator = self._validators[query]
+            req.context.query = validator.coerce(dict(req.params))
+            validator.check(req.context.query)
         name = getattr(resource, 'schemas', {}).get(req.method)
         if name is None:
             return

@@ -6,6 +6,7 @@ import errors
 import tokens
 from resources import send_json_text
 from services import addresses
+from services import audit
 from services import captcha
 from services import passwords
 from services import users
@@ -68,7 +69,7 @@ class AccountCollection:
                 user_id, token, client, expires_at = users.sign_up(
                     conn, self._queries, self._config, account_name=_text(doc, 'account_name'),
                     locale=doc.get('locale') or 'en', name=_text(doc, 'user_full_name'),
-                    email=email, encrypted_password=hashed)
+                    email=email, encrypted_password=hashed, request=req)
                 user_doc = self._user_document(conn, user_id)
         except users.EmailTaken:
             raise errors.Forbidden(f'You have already signed up for an account with {email}') from None
@@ -99,6 +100,7 @@ class AccountItem:
 
     def __init__(self, pool, queries, validators):
         self._pool = pool
+        self._queries = queries
         self._document_sql = queries['accounts.document']
         self._update_sql = queries['accounts.update']
         self._fields = tuple(validators['account_update'].schema['properties'])
@@ -111,8 +113,12 @@ class AccountItem:
     def on_put(self, req, resp, account_id):
         doc = req.context.doc
         patch = {key: doc[key] for key in self._fields if key in doc}
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}).fetchone()
+            if row is not None and patch:
+                # The fields, never their values (SPEC 14).
+                audit.record(conn, self._queries, 'account_settings_changed', account_id=account_id, request=req,
+                             details={'fields': sorted(patch)})
         _send_row(resp, row)
 
     on_patch = on_put

@@ -62,12 +62,12 @@ class Confirmation:
                 if row is None or row['user_id'] is None:
                     already = row is not None and row['already_confirmed']
                     raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
-                session = sessions.issue(conn, self._queries, self._config, row['user_id'])
+                session = sessions.issue(conn, self._queries, self._config, row['user_id'], request=req)
                 # Sessions and links from before the address was proven may be someone
                 # else's (who signed up with it, or asked to move the account to it).
                 credentials.change(conn, self._queries, self._config, row['user_id'],
                                    reason='email_confirmation' if row['changed_address'] else 'confirmation',
-                                   keep_client=session[1])
+                                   keep_client=session[1], request=req, session_id=session.id)
             _send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
 
 
@@ -112,9 +112,10 @@ class Password:
                 if any(found):
                     raise errors.Unprocessable(filter(None, found))
                 # The new token first, so that revoking "every other token" spares it.
-                session = sessions.issue(conn, self._queries, self._config, user['id'])
+                session = sessions.issue(conn, self._queries, self._config, user['id'], request=req)
                 passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
-                                 keep_client=session[1], confirm=True, reason='password_reset')
+                                 keep_client=session[1], confirm=True, reason='password_reset', request=req,
+                                 session_id=session.id)
             _send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
 
     def _password_problems(self, doc):
@@ -168,7 +169,7 @@ class EmailRevert:
                                     {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert')
+                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert', request=req)
                 mail.send_reset_password(conn, self._queries, self._config, user['id'], user['name'], user['email'])
         resp.media = {}
 

@@ -1,16 +1,21 @@
-"""/auth/sign_in, /auth/sign_out and /auth/validate_token (devise_token_auth style)."""
+"""Sessions: /auth/sign_in, /auth/sign_out, /auth/validate_token (devise_token_auth style),
+the caller's own under /api/v1/profile/sessions, and a member's for administrators."""
 
+
+import falcon
 
 import errors
 import tokens
 from resources import JSON
 from resources import send_json_text
 from services import addresses
+from services import audit
 from services import passwords
 from services import sessions
 
 INVALID_LOGIN = {'success': False, 'errors': ['Invalid login credentials. Please try again.']}
 INVALID_TOKEN = {'success': False, 'errors': ['Invalid login credentials']}
+CANNOT_REVOKE_CURRENT = {'error': 'You cannot revoke the current session.'}
 
 
 def _unconfirmed(email):
@@ -24,7 +29,7 @@ def _unconfirmed(email):
 
 class SignIn:
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in', 401: 'invalid_login'}}
+    responses = {'POST': {200: 'signed_in', 401: 'invalid_login', 409: 'sessions_limit_reached'}}
     schemas = {'POST': 'sign_in'}
     rate_limits = {'POST': (('ip', 5, 5 * 60), ('email', 10, 15 * 60))}
 
@@ -34,33 +39,56 @@ class SignIn:
         self._config = config
 
     def on_post(self, req, resp):
-        email = req.context.doc.get('email', '')
-        password = req.context.doc.get('password', '')
+        doc = req.context.doc
+        email = doc.get('email', '')
+        password = doc.get('password', '')
         user = None
         if addresses.is_valid(email):
+            email = addresses.normalise(email)
             with self._pool.connection() as conn:
-                user = conn.execute(self._queries['users.for_sign_in'],
-                                    {'email': addresses.normalise(email)}).fetchone()
+                user = conn.execute(self._queries['users.for_sign_in'], {'email': email}).fetchone()
         # An unknown address (or a user without a password, after an e-mail revert) costs
         # one bcrypt check too, so timing does not reveal it.
         hashed = (user and user['encrypted_password']) or passwords.dummy_hash(self._config.bcrypt_rounds)
         matches = passwords.check_password(password, hashed)
         if user is None or user['encrypted_password'] is None or not matches:
-            raise errors.Unauthenticated(INVALID_LOGIN)
+            self._failed(req, email if isinstance(email, str) else '', 'password')
         if user['confirmed_at'] is None:
-            raise errors.Unauthenticated(_unconfirmed(user['email']))
+            self._failed(req, email, 'unconfirmed', _unconfirmed(user['email']))
         try:
             with self._pool.connection() as conn:
                 with conn.transaction():
-                    token, client, expires_at = sessions.issue(
-                        conn, self._queries, self._config, user['id'], verified_hash=hashed)
+                    token, client, expires_at = sessions.sign_in(
+                        conn, self._queries, self._config, user, hashed, req,
+                        revoke_session_id=doc.get('revoke_session_id'),
+                        revoke_all=doc.get('revoke_all_sessions') is True)
                 doc = conn.execute(self._queries['users.document'], {
                     'user_id': user['id'], 'avatar_url_prefix': self._config.avatar_url_prefix,
                 }).fetchone()['doc']
         except sessions.PasswordChanged:
-            raise errors.Unauthenticated(INVALID_LOGIN) from None
+            self._failed(req, email, 'password')
+        except sessions.LimitReached as ex:
+            raise errors.APIError(falcon.HTTP_409, {'sessions_limit_reached': True, 'sessions': ex.sessions}) from None
         tokens.set_headers(resp, token, client, expires_at, user['email'])
         send_json_text(resp, doc, key='data')
+
+    def _failed(self, req, email, reason, body=INVALID_LOGIN):
+        """Record the failed sign-in, then answer 401.
+
+        A known and an unknown address write the same row with the same statement (the
+        subject is null for the unknown one), so the audit costs both the same time.
+        """
+        self.on_rate_limited(req, email, reason)
+        raise errors.Unauthenticated(body)
+
+    def on_rate_limited(self, req, email=None, reason='rate_limited'):
+        """Called by RateLimit too: a refused sign-in is a failed one (SPEC 14)."""
+        if email is None:
+            doc = req.context.get('doc')
+            email = doc.get('email') if isinstance(doc, dict) else None
+            email = email.strip().lower() if isinstance(email, str) else ''
+        with self._pool.connection() as conn:
+            audit.record_sign_in_failure(conn, self._queries, email, reason, req)
 
 
 class SignOut:
@@ -69,7 +97,7 @@ class SignOut:
 
     def __init__(self, pool, queries):
         self._pool = pool
-        self._revoke_sql = queries['sessions.revoke']
+        self._queries = queries
 
     def on_delete(self, req, resp):
         caller = req.context.caller
@@ -77,8 +105,9 @@ class SignOut:
             # api_access_token is no sign-in: there is nothing to sign out of, and a
             # success would let its holder believe something was revoked (SPEC 3.3).
             raise errors.Unauthenticated()
-        with self._pool.connection() as conn:
-            conn.execute(self._revoke_sql, {'user_id': caller.id, 'client': caller.token[1]})
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(self._queries['sessions.revoke'], {'user_id': caller.id, 'client': caller.token[1]})
+            audit.record(conn, self._queries, 'signed_out', request=req)
         # The token is gone: echoing it back would hand out a dead credential.
         caller.token = None
         resp.media = {'success': True}
@@ -97,3 +126,72 @@ class ValidateToken:
         body = caller.doc_text.encode('utf-8')
         resp.data = b'{"payload":{"success":true,"data":%s}}' % body
         resp.content_type = JSON
+
+
+class ProfileSessionCollection:
+    """GET and DELETE /api/v1/profile/sessions: the caller's sessions; end all but this one."""
+
+    access = {'GET': 'session', 'DELETE': 'session'}
+    responses = {'GET': {200: 'sessions'}, 'DELETE': {200: 'revoked'}}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_get(self, req, resp):
+        caller = req.context.caller
+        with self._pool.connection() as conn:
+            row = sessions.list_for(conn, self._queries, self._config, caller.id, caller.session_id)
+        send_json_text(resp, row['sessions'])
+
+    def on_delete(self, req, resp):
+        caller = req.context.caller
+        with self._pool.connection() as conn, conn.transaction():
+            revoked = sessions.revoke_others(conn, self._queries, caller.id, caller.token[1], req)
+        resp.media = {'revoked': revoked}
+
+
+class ProfileSessionItem:
+    """DELETE /api/v1/profile/sessions/{session_id}: end one other session of the caller."""
+
+    access = {'DELETE': 'session'}
+    responses = {'DELETE': {200: 'empty', 404: 'not_found', 422: 'cannot_revoke_current'}}
+
+    def __init__(self, pool, queries):
+        self._pool = pool
+        self._queries = queries
+
+    def on_delete(self, req, resp, session_id):
+        caller = req.context.caller
+        if session_id == caller.session_id:
+            raise errors.APIError(falcon.HTTP_422, CANNOT_REVOKE_CURRENT)
+        with self._pool.connection() as conn, conn.transaction():
+            if not sessions.revoke_one(conn, self._queries, caller.id, session_id, req):
+                raise errors.NotFound()
+        resp.media = {}
+
+
+class MemberSessions:
+    """DELETE .../agents/{user_id}/sessions: an administrator signs a member out everywhere."""
+
+    access = {'DELETE': 'administrator'}
+    responses = {'DELETE': {200: 'revoked', 404: 'not_found'}}
+    query = {'DELETE': 'member_sessions_query'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_delete(self, req, resp, account_id, user_id):
+        caller = req.context.caller
+        include_access_token = req.context.query.get('include_access_token') is True
+        with self._pool.connection() as conn, conn.transaction():
+            member = sessions.end_member_sessions(conn, self._queries, self._config, account_id, user_id,
+                                                  include_access_token, req)
+        if member is None:
+            raise errors.NotFound()
+        if user_id == caller.id:
+            caller.token = None  # ended too: echoing it would hand out a dead credential
+        resp.media = {'revoked': member['revoked']}

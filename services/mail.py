@@ -151,3 +151,21 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
         **message, 'purpose': purpose, 'user_id': user_id,
         'token_digest': tokens.digest(token), 'lifespan': lifespan,
     })
+
+
+def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=()):
+    """A security e-mail (SPEC 14): what happened, when, from which address and device,
+    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device."""
+    when = facts['when'].astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')
+    body = [
+        what,
+        f'Time: {when}',
+        f'IP address: {facts.get("ip_address") or "unknown"}',
+        f'Device: {clean_name(facts.get("device")) or "an unknown device"}',
+        *lines,
+        advice or ('If this was you, there is nothing to do. If it was not, reset your password now '
+                   '("Forgot password?" on the sign-in page), then end the sessions you do not '
+                   'recognise under Profile, Sessions.'),
+    ]
+    return _message(kind, to_address, subject, name, body, f'{config.frontend_url}/app/login',
+                    'Sign in to Frontdesk')

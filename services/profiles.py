@@ -3,6 +3,7 @@
 from psycopg.types.json import Jsonb
 
 import errors
+from services import audit
 from services import avatars
 from services import mail
 from services import passwords
@@ -15,7 +16,7 @@ INVALID_CURRENT_PASSWORD = 'Invalid current password'
 EMAIL_CHANGES_PER_DAY = 5
 
 
-def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None):
+def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None, request=None):
     """Apply ``doc`` (and the uploaded avatar bytes) to the user; return the user JSON.
 
     A 422 anywhere changes nothing. ``keep_client`` is the caller's token client, the
@@ -43,7 +44,8 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending one.
-                passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client)
+                passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client,
+                                 request=request)
             patch = {key: profile[key] for key in PLAIN_FIELDS if key in profile}
             if new_email:
                 patch['unconfirmed_email'] = new_email
@@ -53,6 +55,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
             if new_email:
                 _mail_email_change(conn, queries, config, user_id, profile.get('name') or user['name'], user,
                                    new_email)
+                audit.record(conn, queries, 'email_change_requested', subject_id=user_id, request=request)
     except BaseException:
         avatars.remove(config.avatar_dir, stored)
         raise

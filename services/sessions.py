@@ -1,27 +1,141 @@
-"""Sign-in tokens: issuing one (sign-in, sign-up, confirmation, password reset)."""
+"""Sessions (sign-in tokens, SPEC 13): issuing one, the per-user cap, listing and ending them."""
+
+import orjson
 
 import tokens
+from services import audit
+from services import security_mail
+from services import devices
+from services.devices import request_device
+
+BROWSER_MARK = 'Mozilla'
+NO_SESSION = 0  # an id no session has: the "current" of a list seen from outside
 
 
 class PasswordChanged(Exception):
     """The password verified a moment ago is no longer the user's."""
 
 
-def issue(conn, queries, config, user_id, verified_hash=None):
-    """Store a new token for ``user_id``; return (token, client, expires_at).
+class LimitReached(Exception):
+    """A browser's sign-in at MAX_USER_SESSIONS: ``sessions`` is the list to pick from."""
+
+    def __init__(self, sessions):
+        super().__init__('sessions limit reached')
+        self.sessions = sessions
+
+
+class Issued(tuple):
+    """``(token, client, expires_at)`` of a new session; ``.id`` is the session's id."""
+
+    def __new__(cls, token, client, expires_at, session_id):
+        issued = super().__new__(cls, (token, client, expires_at))
+        issued.id = session_id
+        return issued
+
+
+def issue(conn, queries, config, user_id, verified_hash=None, request=None, picker=False):
+    """Store a new session for ``user_id``; return its Issued.
 
     Must run inside a transaction: the user row stays locked until it commits, so
-    parallel sign-ins of one user cannot overrun MAX_TOKENS_PER_USER.
+    parallel sign-ins of one user cannot overrun MAX_USER_SESSIONS. At the cap the
+    least recently active session ends, unless ``picker`` (a browser's password
+    sign-in), which raises LimitReached instead.
     """
     row = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
     if verified_hash is not None and row['encrypted_password'] != verified_hash:
         raise PasswordChanged()
+    if picker:
+        live = list_for(conn, queries, config, user_id)
+        if live['count'] >= config.max_user_sessions:
+            raise LimitReached(orjson.loads(live['sessions']))
     token, client = tokens.new_token(), tokens.new_client_id()
     issued = conn.execute(queries['sessions.issue'], {
         'user_id': user_id,
         'client': client,
         'token_digest': tokens.digest(token),
         'lifespan_days': config.token_lifespan_days,
-        'keep': config.max_tokens_per_user - 1,
+        'keep': config.max_user_sessions - 1,
+        'idle_seconds': config.idle_seconds,
+        **request_device(request),
     }).fetchone()
-    return token, client, issued['expires_at']
+    return Issued(token, client, issued['expires_at'], issued['id'])
+
+
+def list_for(conn, queries, config, user_id, current_id=NO_SESSION):
+    """{'sessions': JSON text of the live sessions, 'count': how many}."""
+    return conn.execute(queries['sessions.list'], {
+        'user_id': user_id, 'current_id': current_id, 'idle_seconds': config.idle_seconds,
+    }).fetchone()
+
+
+def is_browser(request):
+    return BROWSER_MARK in (request.user_agent or '')
+
+
+def revoke_others(conn, queries, user_id, keep_client, request=None):
+    """End every session of the user but ``keep_client``'s; audit it; return how many."""
+    row = conn.execute(queries['sessions.revoke_others'], {'user_id': user_id, 'keep_client': keep_client}).fetchone()
+    if row['revoked']:
+        audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, request=request,
+                     details={'session_ids': row['ids']})
+    return row['revoked']
+
+
+def revoke_one(conn, queries, user_id, session_id, request=None):
+    """End one session of the user; False when the user has none with that id."""
+    if conn.execute(queries['sessions.revoke_by_id'], {'user_id': user_id, 'session_id': session_id}).fetchone() is None:
+        return False
+    audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, request=request,
+                 details={'session_ids': [session_id]})
+    return True
+
+
+def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_id=None, revoke_all=False):
+    """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
+    audit event and, from a browser and platform new to this user, the security e-mail.
+
+    Inside the caller's transaction; raises PasswordChanged or LimitReached (nothing is
+    then written). Returns the Issued session.
+    """
+    user_id = user['id']
+    lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    if lock['encrypted_password'] != verified_hash:
+        raise PasswordChanged()
+    if revoke_all:
+        revoke_others(conn, queries, user_id, None, request)
+    elif revoke_session_id is not None:
+        revoke_one(conn, queries, user_id, revoke_session_id, request)
+    facts = request_device(request)
+    seen = conn.execute(queries['sessions.known_device'], {
+        'user_id': user_id, 'browser_name': facts['browser_name'], 'platform_name': facts['platform_name'],
+    }).fetchone()
+    issued = issue(conn, queries, config, user_id, request=request, picker=is_browser(request))
+    audit.record(conn, queries, 'sign_in_succeeded', subject_id=user_id, actor_id=user_id, request=request,
+                 session_id=issued.id, details={key: facts[key] for key in devices.FIELDS})
+    if seen['has_history'] and not seen['known']:
+        security_mail.send(conn, queries, config, 'new_device_sign_in', user_id=user_id,
+                           to_address=user['email'], name=user['name'], request=request)
+    return issued
+
+
+def end_member_sessions(conn, queries, config, account_id, user_id, include_access_token, request):
+    """An administrator ends every session of a member (SPEC 13): audit and e-mail it.
+
+    Returns the member's row with ``revoked``, or None when ``user_id`` is not a member.
+    """
+    member = conn.execute(queries['sessions.end_member_sessions'], {
+        'account_id': account_id, 'user_id': user_id,
+        'new_access_token': tokens.new_token() if include_access_token else None,
+    }).fetchone()
+    if member is None:
+        return None
+    audit.record(conn, queries, 'sessions_ended_by_administrator', subject_id=user_id, account_id=account_id,
+                 request=request, details={'revoked': member['revoked'],
+                                           'access_token_replaced': member['access_token_reset']})
+    caller = request.context.caller
+    lines = [f'Signed out by: {caller.email}']
+    if member['access_token_reset']:
+        lines.append('Your API access token was replaced too; integrations using it stopped working.')
+    security_mail.send(conn, queries, config, 'sessions_ended_by_administrator', user_id=user_id,
+                       to_address=member['email'], name=member['name'], request=request, extra={'lines': lines})
+    return member

@@ -66,7 +66,15 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     # Every profile endpoint is the caller's own; credential actions need a real sign-in
     # (SPEC 3.3), the rest also take api_access_token.
     assert declared['/api/v1/profile/reset_access_token'] == {'POST': 'session'}
+    sessions = '/api/v1/profile/sessions'
+    session_item = sessions + '/{session_id:int(min=1,max=9223372036854775807)}'
+    assert declared[sessions] == {'GET': 'session', 'DELETE': 'session'}
+    assert declared[session_item] == {'DELETE': 'session'}
+    assert declared[account + '/audit_events'] == {'GET': 'administrator'}
+    assert declared[account + '/agents/{user_id:int(min=1,max=9223372036854775807)}/sessions'] == {
+        'DELETE': 'administrator'}
     for template, access in declared.items():
-        if template.startswith('/api/v1/profile') and template != '/api/v1/profile/reset_access_token':
+        if template.startswith('/api/v1/profile') and template not in (
+                '/api/v1/profile/reset_access_token', sessions, session_item):
             assert set(access.values()) == {'user'}, template
     assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)

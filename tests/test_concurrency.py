@@ -81,7 +81,7 @@ def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(servic
 
 def test_parallel_sign_ins_keep_to_the_maximum(base_env, make_user, conn):
     user = make_user()
-    with run_gunicorn({**base_env, 'MAX_TOKENS_PER_USER': '4'}, workers=3) as base:
+    with run_gunicorn({**base_env, 'MAX_USER_SESSIONS': '4'}, workers=3) as base:
         answers = in_parallel(12, lambda _: http('POST', base + '/auth/sign_in',
                                                  {'email': user.email, 'password': PASSWORD}))
         assert [answer.status for answer in answers] == [200] * 12

@@ -10,7 +10,9 @@ SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, 
   FROM user_tokens t
   JOIN users u ON u.id = t.user_id
  WHERE t.token_digest = %(digest)s
-   AND t.expires_at > now();
+   AND t.expires_at > now()
+   -- SESSION_IDLE_TIMEOUT_MINUTES (a century when off): idle expiry costs no round trip.
+   AND t.last_used_at > now() - make_interval(secs => %(idle_seconds)s);
 
 -- name: user_for_access_token
 SELECT u.id, u.email,
@@ -22,7 +24,8 @@ SELECT u.id, u.email,
  WHERE u.access_token = %(access_token)s;
 
 -- name: touch_token
--- Written at most every few minutes per token, so reads stay reads.
+-- The session's last activity, written at most every 5 minutes per token (middleware/auth.py),
+-- so reads stay reads.
 UPDATE user_tokens
    SET last_used_at = now()
  WHERE id = %(token_id)s;

@@ -1,18 +1,63 @@
 -- name: issue
 -- Called with the user row locked (users.lock_for_token). Makes room for the new token by
--- dropping expired ones and those that expire first beyond the per-user maximum.
+-- dropping expired or idle ones and the least recently active beyond the per-user maximum.
 WITH dropped AS (
     DELETE FROM user_tokens
      WHERE user_id = %(user_id)s
        AND (expires_at <= now()
+            OR last_used_at <= now() - make_interval(secs => %(idle_seconds)s)
             OR id IN (SELECT id FROM user_tokens
                        WHERE user_id = %(user_id)s
-                       ORDER BY expires_at DESC, id DESC
+                       ORDER BY last_used_at DESC, id DESC
                       OFFSET %(keep)s))
 )
-INSERT INTO user_tokens (user_id, client, token_digest, expires_at)
-VALUES (%(user_id)s, %(client)s, %(token_digest)s, now() + make_interval(days => %(lifespan_days)s))
-RETURNING expires_at;
+INSERT INTO user_tokens (user_id, client, token_digest, expires_at, ip_address, user_agent,
+                         client_name, browser_name, browser_version, platform_name, device_name)
+VALUES (%(user_id)s, %(client)s, %(token_digest)s, now() + make_interval(days => %(lifespan_days)s),
+        %(ip_address)s, %(user_agent)s, %(client_name)s, %(browser_name)s, %(browser_version)s,
+        %(platform_name)s, %(device_name)s)
+RETURNING id, expires_at;
+
+-- name: list
+-- The user's live sessions, most recently active first, as the JSON array SPEC 13 names;
+-- count is how many there are (the sign-in picker compares it with MAX_USER_SESSIONS).
+SELECT COALESCE(json_agg(json_build_object(
+           'id', t.id,
+           'client_name', t.client_name,
+           'browser_name', t.browser_name,
+           'browser_version', t.browser_version,
+           'platform_name', t.platform_name,
+           'device_name', t.device_name,
+           'ip_address', t.ip_address,
+           'created_at', iso8601(t.created_at),
+           'last_activity_at', iso8601(t.last_used_at),
+           'expires_at', iso8601(t.expires_at),
+           'current', t.id IS NOT DISTINCT FROM %(current_id)s
+       ) ORDER BY t.last_used_at DESC, t.id DESC), '[]')::text AS sessions,
+       count(*) AS count
+  FROM user_tokens t
+ WHERE t.user_id = %(user_id)s
+   AND t.expires_at > now()
+   AND t.last_used_at > now() - make_interval(secs => %(idle_seconds)s);
+
+-- name: known_device
+-- Has this user signed in with this browser and platform in the last 90 days (a live
+-- session from it, or a sign-in event), and signed in at all before? Checked before the new
+-- session is stored.
+SELECT EXISTS (SELECT 1 FROM user_tokens
+                WHERE user_id = %(user_id)s
+                  AND last_used_at > now() - interval '90 days'
+                  AND browser_name IS NOT DISTINCT FROM %(browser_name)s
+                  AND platform_name IS NOT DISTINCT FROM %(platform_name)s)
+       OR EXISTS (SELECT 1 FROM audit_events
+                   WHERE subject_id = %(user_id)s
+                     AND event = 'sign_in_succeeded'
+                     AND created_at > now() - interval '90 days'
+                     AND details->>'browser_name' IS NOT DISTINCT FROM %(browser_name)s
+                     AND details->>'platform_name' IS NOT DISTINCT FROM %(platform_name)s) AS known,
+       EXISTS (SELECT 1 FROM user_tokens WHERE user_id = %(user_id)s)
+       OR EXISTS (SELECT 1 FROM audit_events
+                   WHERE subject_id = %(user_id)s AND event = 'sign_in_succeeded') AS has_history;
 
 -- name: revoke
 DELETE FROM user_tokens
@@ -20,7 +65,44 @@ DELETE FROM user_tokens
    AND client = %(client)s
 RETURNING id;
 
--- name: revoke_others
+-- name: revoke_by_id
 DELETE FROM user_tokens
  WHERE user_id = %(user_id)s
-   AND client IS DISTINCT FROM %(keep_client)s;
+   AND id = %(session_id)s
+RETURNING id;
+
+-- name: revoke_others
+-- Every session of the user but keep_client's (all of them when it is null).
+WITH revoked AS (
+    DELETE FROM user_tokens
+     WHERE user_id = %(user_id)s
+       AND client IS DISTINCT FROM %(keep_client)s
+    RETURNING id
+)
+SELECT count(*) AS revoked, COALESCE(array_agg(id ORDER BY id), '{}') AS ids FROM revoked;
+
+-- name: end_member_sessions
+-- An administrator ends every session of a member of their account (SPEC 13), and with
+-- new_access_token also replaces the member's access token. No row: not a member.
+WITH member AS (
+    SELECT u.id, u.name, u.email
+      FROM account_users au
+      JOIN users u ON u.id = au.user_id
+     WHERE au.account_id = %(account_id)s
+       AND au.user_id = %(user_id)s
+), revoked AS (
+    DELETE FROM user_tokens t
+     USING member m
+     WHERE t.user_id = m.id
+    RETURNING t.id
+), rotated AS (
+    UPDATE users u
+       SET access_token = %(new_access_token)s, updated_at = now()
+      FROM member m
+     WHERE u.id = m.id
+       AND %(new_access_token)s IS NOT NULL
+    RETURNING u.id
+)
+SELECT m.id, m.name, m.email, (SELECT count(*) FROM revoked) AS revoked,
+       EXISTS (SELECT 1 FROM rotated) AS access_token_reset
+  FROM member m;

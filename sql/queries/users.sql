@@ -12,7 +12,7 @@ SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s) AS taken;
 
 -- name: for_sign_in
 -- encrypted_password is NULL after an e-mail revert: then no password signs in.
-SELECT id, email, encrypted_password, confirmed_at
+SELECT id, name, email, encrypted_password, confirmed_at
   FROM users
  WHERE email = %(email)s;
 
@@ -36,3 +36,9 @@ UPDATE users
        updated_at = now()
  WHERE id = %(user_id)s
 RETURNING id;
+
+-- name: contact
+-- Whom a security e-mail goes to.
+SELECT id, name, email
+  FROM users
+ WHERE id = %(user_id)s;

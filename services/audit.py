@@ -1,0 +1,81 @@
+"""The audit log of SPEC 14: one append-only row per security event.
+
+``record`` runs in the caller's transaction, so an event and its row commit together
+(or neither does). ``details`` names what happened (fields changed, the reason a
+sign-in failed), never a value that could be a secret: a text under a key that looks
+like one (``password``, ``token``...) is refused, so a careless caller fails its tests
+instead of leaking into the log.
+"""
+
+import re
+
+from psycopg.types.json import Jsonb
+
+# Every event the service writes; GET .../audit_events filters by these names.
+EVENTS = (
+    'sign_in_succeeded', 'sign_in_failed', 'signed_out',
+    'password_changed', 'password_reset',
+    'email_confirmed', 'email_change_requested', 'email_change_confirmed', 'email_change_reverted',
+    'mfa_enabled', 'mfa_disabled', 'mfa_recovery_code_used', 'mfa_backup_codes_regenerated',
+    'access_token_reset', 'session_revoked', 'sessions_ended_by_administrator',
+    'account_settings_changed', 'access_refused',
+)
+# The events of a member an administrator sees although they name no account.
+SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
+FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited')
+USER_AGENT_LIMIT = 512
+_SECRET_KEY = re.compile(r'password|token|secret|otp|code|digest', re.IGNORECASE)
+
+
+def _checked(details):
+    for key, value in (details or {}).items():
+        if _SECRET_KEY.search(key) and not isinstance(value, (bool, int)):
+            raise ValueError(f'audit details must not carry {key!r}')
+    return details or {}
+
+
+def request_facts(request):
+    """(ip address, user agent, session id) of a falcon request, or Nones."""
+    if request is None:
+        return None, None, None
+    caller = request.context.get('caller')
+    user_agent = request.user_agent
+    return (request.context.get('client_ip'),
+            user_agent[:USER_AGENT_LIMIT].replace('\x00', '') if user_agent else None,
+            caller.session_id if caller is not None else None)
+
+
+def record_sign_in_failure(conn, queries, email, reason, request):
+    """A failed sign-in (SPEC 14), written the same way whether ``email`` is known or not."""
+    if reason not in FAILURE_REASONS:
+        raise ValueError(f'unknown sign-in failure {reason!r}')
+    ip_address, user_agent, _ = request_facts(request)
+    conn.execute(queries['audit.insert_sign_in_failure'], {
+        'email': email, 'ip_address': ip_address, 'user_agent': user_agent, 'details': Jsonb({'reason': reason}),
+    })
+
+
+def record(conn, queries, event, *, subject_id=None, actor_id=None, account_id=None,
+           request=None, details=None, session_id=None):
+    """Append one audit row in the caller's transaction.
+
+    ``request``: a falcon Request or None; the IP address, user agent and session come
+    from it. ``actor_id`` defaults to the signed-in caller, ``subject_id`` to the actor.
+    ``session_id`` overrides the request's (a sign-in records the session it opened).
+    """
+    if event not in EVENTS:
+        raise ValueError(f'unknown audit event {event!r}')
+    ip_address, user_agent, request_session = request_facts(request)
+    caller = request.context.get('caller') if request is not None else None
+    if actor_id is None and caller is not None:
+        actor_id = caller.id
+    conn.execute(queries['audit.insert'], {
+        'event': event,
+        'actor_id': actor_id,
+        'subject_id': subject_id if subject_id is not None else actor_id,
+        'account_id': account_id,
+        'ip_address': ip_address,
+        'user_agent': user_agent,
+        'session_id': session_id if session_id is not None else request_session,
+        'details': Jsonb(_checked(details)),
+    })

@@ -1,0 +1,51 @@
+"""Which browser, platform and device a request comes from, read from its User-Agent."""
+
+import functools
+
+import ua_parser
+
+from services import audit
+
+FIELDS = ('browser_name', 'browser_version', 'platform_name', 'device_name')
+
+
+@functools.lru_cache(maxsize=512)
+def device(user_agent):
+    """What the User-Agent says: client, browser, version, platform and device names.
+
+    uap-core's rules (ua-parser) read the string; 'Other' is its word for "unknown",
+    given here as None. client_name is what a person would call it ("Firefox on Linux").
+    """
+    result = ua_parser.parse(user_agent or '')
+    browser = _known(result.user_agent and result.user_agent.family)
+    version = result.user_agent and '.'.join(filter(None, (result.user_agent.major, result.user_agent.minor)))
+    platform = _known(result.os and result.os.family)
+    device_name = _known(result.device and result.device.family)
+    if device_name in ('Spider', 'Generic Smartphone', 'Generic Feature Phone'):
+        device_name = None
+    client_name = f'{browser} on {platform}' if browser and platform else browser or platform
+    return {
+        'client_name': client_name[:255] if client_name else None,
+        'browser_name': browser,
+        'browser_version': (version or None) and version[:100],
+        'platform_name': platform,
+        'device_name': device_name,
+    }
+
+
+def _known(name):
+    return name[:100] if name and name != 'Other' else None
+
+
+def request_device(request):
+    """device() of a falcon request, plus its address and User-Agent as stored."""
+    ip_address, user_agent, _ = audit.request_facts(request)
+    return {**device(user_agent), 'ip_address': ip_address, 'user_agent': user_agent}
+
+
+def describe(facts):
+    """"Firefox 120.0 on Linux" for an e-mail; "an unknown device" when nothing is known."""
+    browser = ' '.join(filter(None, (facts.get('browser_name'), facts.get('browser_version'))))
+    parts = [browser or None, facts.get('platform_name') and f"on {facts['platform_name']}",
+             facts.get('device_name') and f"({facts['device_name']})"]
+    return ' '.join(filter(None, parts)) or 'an unknown device'

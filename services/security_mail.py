@@ -1,0 +1,58 @@
+"""Security e-mails (SPEC 14), queued in the outbox in the transaction of their event.
+
+Each names the time, the IP address and the device of the request that caused it, and
+says what to do if it was not the user (services/mail.py renders them).
+"""
+
+import datetime
+
+from services import mail
+from services import devices
+
+# kind: (subject, what happened)
+KINDS = {
+    'password_changed': ('Your password was changed', 'The password of your Frontdesk account was changed.'),
+    'password_reset': ('Your password was reset',
+                       'The password of your Frontdesk account was reset with a link sent to this address.'),
+    'new_device_sign_in': ('New sign-in to your account',
+                           'Your Frontdesk account was signed in to from a device it has not been used on '
+                           'in the last 90 days.'),
+    'access_token_reset': ('Your access token was reset',
+                           'The API access token of your Frontdesk account was replaced; integrations using '
+                           'the old one stopped working.'),
+    'sessions_ended_by_administrator': ('You were signed out everywhere',
+                                        'An administrator ended every session of your Frontdesk account.'),
+    'mfa_enabled': ('Two-factor sign-in was turned on',
+                    'Two-factor sign-in was turned on for your Frontdesk account.'),
+    'mfa_disabled': ('Two-factor sign-in was turned off',
+                     'Two-factor sign-in was turned off for your Frontdesk account.'),
+    'mfa_recovery_code_used': ('A recovery code was used',
+                               'A recovery code was used to sign in to your Frontdesk account.'),
+    'mfa_backup_codes_regenerated': ('New recovery codes were made',
+                                     'New recovery codes were made for your Frontdesk account; the old ones '
+                                     'no longer work.'),
+}
+
+
+def facts(request, when=None):
+    """The time, IP address and device of ``request`` (a falcon Request or None)."""
+    device = devices.request_device(request)
+    return {'when': when or datetime.datetime.now(datetime.timezone.utc),
+            'ip_address': device['ip_address'], 'device': devices.describe(device)}
+
+
+def send(conn, queries, config, kind, *, user_id, to_address, name, request=None, extra=None):
+    """Queue one security e-mail (SPEC 14) through the outbox.
+
+    ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
+    override the kind's, or any of ``when``, ``ip_address``, ``device`` to override what
+    the request says. ``user_id`` is the recipient's (kept for the callers' symmetry with
+    audit.record; the message itself needs only the address).
+    """
+    extra = dict(extra or {})
+    subject, what = KINDS[kind]
+    notice = mail.security_notice(
+        config, kind, to_address, name, extra.pop('subject', subject), extra.pop('what', what),
+        {**facts(request), **{key: extra[key] for key in ('when', 'ip_address', 'device') if key in extra}},
+        lines=extra.get('lines', ()))
+    conn.execute(queries['mail.enqueue'], notice)
