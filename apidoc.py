@@ -43,6 +43,8 @@ RESPONSES = {
     'reset_requested': ('A reset link is mailed if the address belongs to a user.', _BODIES + 'reset_requested', ()),
     'sessions': ("The caller's sessions, most recently active first.", _BODIES + 'sessions', ()),
     'revoked': ('Sessions ended.', _BODIES + 'revoked', ()),
+    'member_signed_out': ("The member's sessions ended (and when the member is the caller, the caller's: "
+                          'its token is then not echoed).', _BODIES + 'revoked', ()),
     'sessions_limit_reached': ("At the session limit (a browser's sign-in): pick sessions to end and sign in "
                                'again.', _BODIES + 'sessions_limit_reached', ()),
     'cannot_revoke_current': ('The session of this request cannot be ended here (sign out instead).',
@@ -75,6 +77,9 @@ RESPONSES = {
     'gateway_timeout': ('From nginx (deploy/nginx.conf): gunicorn answers too slowly.', _ERRORS + 'unavailable',
                         ('Retry-After',)),
 }
+
+# Successes after which the caller's token may be gone, so it is not echoed.
+_NOT_ECHOED = {'signed_out', 'member_signed_out'}
 
 # Answered by the service as a whole, unless a resource declares the status itself.
 _EVERYWHERE = {500: 'internal_error', 502: 'bad_gateway', 503: 'unavailable', 504: 'gateway_timeout'}
@@ -221,7 +226,7 @@ def _response(names, status, level):
     headers = {'X-Request-Id': _header('X-Request-Id', True)}
     # Successes of token-authenticated requests echo the token (SPEC 3): not for
     # api_access_token callers, so not required; not after a sign-out, which revoked it.
-    echoed = 200 <= status < 300 and level != 'public' and 'signed_out' not in names
+    echoed = 200 <= status < 300 and level != 'public' and not _NOT_ECHOED.intersection(names)
     for name in names:
         for header in RESPONSES[name][2]:
             headers[header] = _header(header, level == 'public' or header not in TOKEN_HEADERS)

@@ -176,7 +176,7 @@ class MemberSessions:
     """DELETE .../agents/{user_id}/sessions: an administrator signs a member out everywhere."""
 
     access = {'DELETE': 'administrator'}
-    responses = {'DELETE': {200: 'revoked', 404: 'not_found'}}
+    responses = {'DELETE': {200: 'member_signed_out', 404: 'not_found'}}
     query = {'DELETE': 'member_sessions_query'}
 
     def __init__(self, pool, queries, config):

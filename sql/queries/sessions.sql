@@ -97,10 +97,10 @@ WITH member AS (
     RETURNING t.id
 ), rotated AS (
     UPDATE users u
-       SET access_token = %(new_access_token)s, updated_at = now()
+       SET access_token = %(new_access_token)s::text, updated_at = now()
       FROM member m
      WHERE u.id = m.id
-       AND %(new_access_token)s IS NOT NULL
+       AND %(new_access_token)s::text IS NOT NULL
     RETURNING u.id
 )
 SELECT m.id, m.name, m.email, (SELECT count(*) FROM revoked) AS revoked,
