@@ -226,10 +226,11 @@ def test_own_events_are_only_the_callers(testapp, make_user):
     ('limit=0', 'Limit must be greater than or equal to 1', 'limit'),
     ('limit=101', 'Limit must be less than or equal to 100', 'limit'),
     ('limit=ten', 'Limit must be an integer', 'limit'),
-    ('limit=', 'Limit must be an integer', 'limit'),
+    ('limit=', "Limit can't be blank", 'limit'),
     ('limit=1&limit=2', 'Limit must be an integer', 'limit'),
     ('before=-1', 'Before must be greater than or equal to 1', 'before'),
-    ('before=99999999999999999999', 'Before must be an integer', 'before'),
+    ('before=99999999999999999999', 'Before must be less than or equal to 9223372036854775807', 'before'),
+    ('before=1e3', 'Before must be an integer', 'before'),
 ])
 def test_bad_paging_is_a_422(testapp, make_user, query, message, attribute):
     user = make_user()
