@@ -74,3 +74,13 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         'session_id', e.session_id,
         'details', e.details)
 $$;
+
+-- One page of the audit endpoints from up to page_size + 1 rows, newest first: the extra
+-- row only tells that a next page exists; next_before is then the lowest id shown.
+CREATE FUNCTION audit_events_page(page audit_events[], page_size integer) RETURNS json
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT json_build_object(
+        'events', COALESCE((SELECT json_agg(audit_event_json(e) ORDER BY e.id DESC)
+                              FROM unnest(page[1:page_size]) e), '[]'),
+        'next_before', CASE WHEN cardinality(page) > page_size THEN (page[page_size]).id END)
+$$;

@@ -5,47 +5,31 @@ VALUES (%(event)s, %(actor_id)s, %(subject_id)s, %(account_id)s, %(ip_address)s,
 RETURNING id;
 
 -- name: for_user
--- The caller's own events, newest first: one page of at most limit events, keyset paged on
--- id (audit_events_subject_idx). One row more than the page is read, only to tell whether
--- a next page exists; next_before is then the lowest id shown.
-WITH page AS (
-    SELECT a.id, a AS e
-      FROM audit_events a
-     WHERE a.subject_id = %(user_id)s
-       AND a.id < %(before)s
-     ORDER BY a.id DESC
-     LIMIT %(limit)s + 1
-), shown AS (
-    SELECT * FROM page ORDER BY id DESC LIMIT %(limit)s
-)
-SELECT json_build_object(
-           'events', COALESCE((SELECT json_agg(audit_event_json(e) ORDER BY id DESC) FROM shown), '[]'),
-           'next_before', CASE WHEN (SELECT count(*) FROM page) > %(limit)s
-                               THEN (SELECT min(id) FROM shown) END)::text AS doc;
+-- The caller's own events, newest first, keyset paged on id (audit_events_subject_idx).
+SELECT audit_events_page(ARRAY(SELECT a
+                                 FROM audit_events a
+                                WHERE a.subject_id = %(user_id)s
+                                  AND a.id < %(before)s
+                                ORDER BY a.id DESC
+                                LIMIT %(limit)s + 1), %(limit)s)::text AS doc;
 
 -- name: for_account
 -- What an administrator sees (SPEC 14): events about the account, and the sign-in events of
 -- its current members; paged as for_user. A null filter filters nothing.
-WITH page AS (
-    SELECT a.id, a AS e
-      FROM audit_events a
-     WHERE a.id < %(before)s
-       AND (a.account_id = %(account_id)s
-            OR (a.event = ANY(%(sign_in_events)s)
-                AND a.subject_id IN (SELECT user_id FROM account_users WHERE account_id = %(account_id)s)))
-       AND (%(event)s::text IS NULL OR a.event = %(event)s::text)
-       AND (%(user_id)s::bigint IS NULL OR a.subject_id = %(user_id)s::bigint OR a.actor_id = %(user_id)s::bigint)
-       AND (%(since)s::timestamptz IS NULL OR a.created_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR a.created_at < %(until)s::timestamptz)
-     ORDER BY a.id DESC
-     LIMIT %(limit)s + 1
-), shown AS (
-    SELECT * FROM page ORDER BY id DESC LIMIT %(limit)s
-)
-SELECT json_build_object(
-           'events', COALESCE((SELECT json_agg(audit_event_json(e) ORDER BY id DESC) FROM shown), '[]'),
-           'next_before', CASE WHEN (SELECT count(*) FROM page) > %(limit)s
-                               THEN (SELECT min(id) FROM shown) END)::text AS doc;
+SELECT audit_events_page(ARRAY(
+           SELECT a
+             FROM audit_events a
+            WHERE a.id < %(before)s
+              AND (a.account_id = %(account_id)s
+                   OR (a.event = ANY(%(sign_in_events)s)
+                       AND a.subject_id IN (SELECT user_id FROM account_users WHERE account_id = %(account_id)s)))
+              AND (%(event)s::text IS NULL OR a.event = %(event)s::text)
+              AND (%(user_id)s::bigint IS NULL OR a.subject_id = %(user_id)s::bigint
+                   OR a.actor_id = %(user_id)s::bigint)
+              AND (%(since)s::timestamptz IS NULL OR a.created_at >= %(since)s::timestamptz)
+              AND (%(until)s::timestamptz IS NULL OR a.created_at < %(until)s::timestamptz)
+            ORDER BY a.id DESC
+            LIMIT %(limit)s + 1), %(limit)s)::text AS doc;
 
 -- name: prune
 -- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
