@@ -37,6 +37,8 @@ from resources import sessions
 from services import passwords
 
 ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
+# Ids past PostgreSQL's bigint are unknown ids (404), not an error.
+ID = 'int(min=1,max=9223372036854775807)'
 
 
 def routes(pool, queries, config, validators):
@@ -57,10 +59,10 @@ def routes(pool, queries, config, validators):
         ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
         ('/api/v1/profile/reset_access_token', profile.ProfileAccessToken(pool, queries, config)),
         ('/api/v1/profile/sessions', sessions.ProfileSessionCollection(pool, queries, config)),
-        ('/api/v1/profile/sessions/{session_id:int(min=1,max=9223372036854775807)}', sessions.ProfileSessionItem(pool, queries)),
+        (f'/api/v1/profile/sessions/{{session_id:{ID}}}', sessions.ProfileSessionItem(pool, queries)),
         ('/api/v1/profile/audit_events', audit_events.ProfileAuditEvents(pool, queries)),
         (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
-        (ACCOUNT + '/agents/{user_id:int(min=1,max=9223372036854775807)}/sessions', sessions.MemberSessions(pool, queries, config)),
+        (ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions', sessions.MemberSessions(pool, queries, config)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),

@@ -34,7 +34,8 @@ class ProfileAuditEvents:
 
     def on_get(self, req, resp):
         with self._pool.connection() as conn:
-            row = conn.execute(self._list_sql, {'user_id': req.context.caller.id, **_page(req.context.query)}).fetchone()
+            row = conn.execute(self._list_sql, {'user_id': req.context.caller.id,
+                                                **_page(req.context.query)}).fetchone()
         send_json_text(resp, row['doc'])
 
 

@@ -74,7 +74,8 @@ def is_browser(request):
 
 def revoke_others(conn, queries, user_id, keep_client, request=None):
     """End every session of the user but ``keep_client``'s; audit it; return how many."""
-    row = conn.execute(queries['sessions.revoke_others'], {'user_id': user_id, 'keep_client': keep_client}).fetchone()
+    row = conn.execute(queries['sessions.revoke_others'],
+                       {'user_id': user_id, 'keep_client': keep_client}).fetchone()
     if row['revoked']:
         audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, request=request,
                      details={'session_ids': row['ids']})

@@ -67,11 +67,11 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     # (SPEC 3.3), the rest also take api_access_token.
     assert declared['/api/v1/profile/reset_access_token'] == {'POST': 'session'}
     sessions = '/api/v1/profile/sessions'
-    session_item = sessions + '/{session_id:int(min=1,max=9223372036854775807)}'
+    session_item = sessions + f'/{{session_id:{app_module.ID}}}'
     assert declared[sessions] == {'GET': 'session', 'DELETE': 'session'}
     assert declared[session_item] == {'DELETE': 'session'}
     assert declared[account + '/audit_events'] == {'GET': 'administrator'}
-    assert declared[account + '/agents/{user_id:int(min=1,max=9223372036854775807)}/sessions'] == {
+    assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
         'DELETE': 'administrator'}
     for template, access in declared.items():
         if template.startswith('/api/v1/profile') and template not in (

@@ -337,7 +337,8 @@ def test_the_apps_role_may_append_and_read_but_not_change_audit_rows(operator_da
     except psycopg.OperationalError as ex:  # the cluster must let a password role in over TCP
         pytest.skip(f'cannot connect as a second role here: {ex}')
     with app:
-        row = app.execute("INSERT INTO audit_events (event, subject_id) VALUES ('signed_out', 1) RETURNING id").fetchone()
+        row = app.execute("INSERT INTO audit_events (event, subject_id) VALUES ('signed_out', 1)"
+                          ' RETURNING id').fetchone()
         assert app.execute('SELECT event FROM audit_events WHERE id = %s', row).fetchone() == ('signed_out',)
         for statement in ("UPDATE audit_events SET event = 'sign_in_succeeded'", 'DELETE FROM audit_events',
                           'TRUNCATE audit_events'):

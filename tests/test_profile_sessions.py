@@ -57,7 +57,8 @@ def test_the_list_shows_each_session_parsed_from_its_user_agent(testapp, make_us
     assert first['current'] is True and not second['current'] and not third['current']
     assert (first['browser_name'], first['browser_version'], first['platform_name']) == ('Firefox', '120.0', 'Linux')
     assert first['client_name'] == 'Firefox on Linux' and first['ip_address'] == '203.0.113.7'
-    assert (second['browser_name'], second['platform_name'], second['device_name']) == ('Mobile Safari', 'iOS', 'iPhone')
+    assert (second['browser_name'], second['platform_name'], second['device_name']) == (
+        'Mobile Safari', 'iOS', 'iPhone')
     assert second['ip_address'] == '2001:db8::1'
     # The fixture's token was issued without a request: nothing is known about it.
     assert third['browser_name'] is None and third['ip_address'] is None
