@@ -1,6 +1,7 @@
 """What the reference system's clients need (SPEC 11): Rails routing, /api, the public resend,
 reset_access_token, form bodies and CORS. The clients themselves run in test_chatwoot_clients.py."""
 
+import re
 import statistics
 import time
 import urllib.parse
@@ -26,8 +27,10 @@ def form(pairs):
 # Rails routing: a .json suffix and repeated slashes, in one place for every route.
 
 
-def concrete(template, account_id):
-    return template.replace('{account_id:int(min=1)}', str(account_id))
+def concrete(template, account_id, ids=None):
+    """The path of ``template`` with the account id, and other ids from ``ids`` by name."""
+    path = template.replace('{account_id:int(min=1)}', str(account_id))
+    return re.sub(r'\{(\w+):[^}]*\}', lambda match: str((ids or {})[match.group(1)]), path)
 
 
 def route_table(config, pool, queries):
@@ -47,7 +50,11 @@ def test_every_route_answers_the_same_with_a_json_suffix(testapp, config, pool, 
             for suffix in ('', '.json'):
                 account_id = make_account()
                 caller = make_user(account_id=account_id, role='administrator')
-                path = concrete(template, account_id) + suffix
+                with pool.connection() as conn:
+                    session = conn.execute('SELECT id FROM user_tokens WHERE client = %s',
+                                           (caller.client,)).fetchone()['id']
+                # The caller's own session (422: not with this endpoint) and user id.
+                path = concrete(template, account_id, {'session_id': session, 'user_id': caller.id}) + suffix
                 answer = testapp.request(path, method=method, headers=caller.headers, body=b'{}',
                                          content_type='application/json', expect_errors=True)
                 answers.append((answer.status_int, sorted(answer.json) if isinstance(answer.json, dict) else
