@@ -156,6 +156,20 @@ def test_password_reset_and_confirmation_are_recorded(testapp, make_user, conn):
     assert names(events_of(conn, user.id)) == ['email_confirmed', 'password_reset']
 
 
+def test_an_email_change_is_recorded_when_asked_and_when_confirmed(testapp, make_user, conn):
+    user = make_user()
+    new_address = unique_email('moved')
+    testapp.put_json('/api/v1/profile', {'profile': {'email': new_address}}, headers=user.headers)
+    body = conn.execute("SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'confirmation'",
+                        (new_address,)).fetchone()['text_body']
+    token = re.search(r'confirmation_token=([A-Za-z0-9_-]+)', body).group(1)
+    confirmed = testapp.post_json('/auth/confirmation', {'confirmation_token': token})
+    rows = events_of(conn, user.id)
+    assert names(rows) == ['email_change_requested', 'email_change_confirmed']
+    opened = conn.execute('SELECT id FROM user_tokens WHERE client = %s', (confirmed.headers['client'],)).fetchone()
+    assert rows[1]['session_id'] == opened['id']
+
+
 def test_no_secret_appears_in_any_event(testapp, admin, make_user, conn):
     """Every password and token this test uses, searched for in the whole audit table."""
     member = make_user(account_id=admin.account_id)
