@@ -24,6 +24,7 @@ EVENTS = (
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
 FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited')
 USER_AGENT_LIMIT = 512
+IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer
 _SECRET_KEY = re.compile(r'password|token|secret|otp|code|digest', re.IGNORECASE)
 
 
@@ -40,7 +41,8 @@ def request_facts(request):
         return None, None, None
     caller = request.context.get('caller')
     user_agent = request.user_agent
-    return (request.context.get('client_ip'),
+    ip_address = request.context.get('client_ip')
+    return (ip_address[:IP_ADDRESS_LIMIT] if ip_address else None,
             user_agent[:USER_AGENT_LIMIT].replace('\x00', '') if user_agent else None,
             caller.session_id if caller is not None else None)
 
