@@ -95,6 +95,10 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
     # past the membership check; invalid ones stay as generated.
     if _valid_id((case.path_parameters or {}).get('account_id')):
         case.path_parameters['account_id'] = admin.account_id
+    # A member's sessions (issue 12): the caller is a member of its own account, so valid
+    # user ids reach the revocation rather than the 404 of a stranger.
+    if _valid_id((case.path_parameters or {}).get('user_id')):
+        case.path_parameters['user_id'] = admin.id
     profile = case.body.get('profile') if isinstance(case.body, dict) else None
     if isinstance(profile, dict) and _valid_id(profile.get('account_id')):
         profile['account_id'] = admin.account_id
