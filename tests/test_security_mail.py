@@ -123,3 +123,11 @@ def test_names_lose_control_characters_and_are_cut_at_100(testapp, make_user, in
     message = received(inbox, base_env, user.email, 'Your access token was reset')
     greeting = message.text.splitlines()[0]
     assert greeting == 'Hi Eve[31m' + 'x' * 93 + ','
+
+
+def test_the_very_first_sign_in_is_not_a_new_device(testapp, make_user, inbox, base_env, conn):
+    user = make_user()
+    conn.execute('DELETE FROM user_tokens WHERE user_id = %s', (user.id,))
+    testapp.post_json('/auth/sign_in', {'email': user.email, 'password': PASSWORD}, headers=client())
+    deliver(base_env, inbox.port)
+    assert inbox.to(user.email) == []
