@@ -362,3 +362,15 @@ def test_the_apps_role_may_append_and_read_but_not_change_audit_rows(operator_da
         app.execute("UPDATE users SET name = name WHERE false")
     with psycopg.connect(owner_url, autocommit=True) as owner:
         assert owner.execute('DELETE FROM audit_events').rowcount == 1
+
+
+def test_an_email_change_revert_is_recorded(testapp, make_user, conn):
+    user = make_user()
+    testapp.put_json('/api/v1/profile', {'profile': {'email': unique_email('taker')}}, headers=user.headers)
+    body = conn.execute("SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'email_change_notice'",
+                        (user.email,)).fetchone()['text_body']
+    token = re.search(r'email_revert\?token=([A-Za-z0-9_-]+)', body).group(1)
+    testapp.post_json('/auth/email_revert', {'token': token}, headers={'X-Real-IP': '192.0.2.200'})
+    rows = events_of(conn, user.id)
+    assert names(rows) == ['email_change_requested', 'email_change_reverted']
+    assert rows[1]['ip_address'] == '192.0.2.200'
