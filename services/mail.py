@@ -75,10 +75,12 @@ def reset_password_message(config, name, to_address, token):
                     'Change my password')
 
 
-def email_change_notice(config, name, to_address, new_address, token):
+def email_change_notice(config, name, to_address, new_address, token, facts=None):
+    """The notice to the old address; ``facts`` (time, address, device) as security_notice."""
     link = _link(config, '/app/auth/email_revert', token=token)
     lines = [f'Someone asked to change the e-mail address of your Frontdesk account to '
              f'{addresses.mask(new_address)}.',
+             *(fact_lines(facts) if facts else ()),
              'If it was you, there is nothing to do: the change happens once the new address is confirmed.',
              'If it was not you, use the link below within 7 days: it puts this address back, cancels '
              'the change, signs every device out and mails you a link to choose a new password.']
@@ -113,10 +115,10 @@ def send_reset_password(conn, queries, config, user_id, name, to_address):
     conn.execute(queries['mail.enqueue'], reset_password_message(config, name, to_address, token))
 
 
-def send_email_change_notice(conn, queries, config, user_id, name, old_address, new_address):
+def send_email_change_notice(conn, queries, config, user_id, name, old_address, new_address, facts=None):
     """Tell the old address, with a link that undoes the change (bound to that address)."""
     token = _issue(conn, queries, user_id, 'email_revert', old_address, REVERT_LIFESPAN, replace=False)
-    conn.execute(queries['mail.enqueue'], email_change_notice(config, name, old_address, new_address, token))
+    conn.execute(queries['mail.enqueue'], email_change_notice(config, name, old_address, new_address, token, facts))
 
 
 def send_address_taken_notice(conn, queries, name, to_address):
@@ -153,15 +155,20 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
     })
 
 
+def fact_lines(facts):
+    """When, from which address and which device (SPEC 14); ``facts`` as security_notice's."""
+    when = facts['when'].astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')
+    return [f'Time: {when}',
+            f'IP address: {facts.get("ip_address") or "unknown"}',
+            f'Device: {clean_name(facts.get("device")) or "an unknown device"}']
+
+
 def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=()):
     """A security e-mail (SPEC 14): what happened, when, from which address and device,
     and what to do if it was not the user. ``facts``: when (datetime), ip_address, device."""
-    when = facts['when'].astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')
     body = [
         what,
-        f'Time: {when}',
-        f'IP address: {facts.get("ip_address") or "unknown"}',
-        f'Device: {clean_name(facts.get("device")) or "an unknown device"}',
+        *fact_lines(facts),
         *lines,
         advice or ('If this was you, there is nothing to do. If it was not, reset your password now '
                    '("Forgot password?" on the sign-in page), then end the sessions you do not '

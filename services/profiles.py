@@ -7,6 +7,7 @@ from services import audit
 from services import avatars
 from services import mail
 from services import passwords
+from services import security_mail
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
 PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui_settings')
@@ -54,7 +55,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
             user_doc = _write(conn, queries, config, user_id, patch)
             if new_email:
                 _mail_email_change(conn, queries, config, user_id, profile.get('name') or user['name'], user,
-                                   new_email)
+                                   new_email, request)
                 audit.record(conn, queries, 'email_change_requested', subject_id=user_id, request=request)
     except BaseException:
         avatars.remove(config.avatar_dir, stored)
@@ -87,7 +88,7 @@ def email_changes_exhausted(conn, queries, user_id):
     return False
 
 
-def _mail_email_change(conn, queries, config, user_id, name, user, new_email):
+def _mail_email_change(conn, queries, config, user_id, name, user, new_email, request=None):
     """The link to the new address, or a notice to its owner; a revert link to the old one.
 
     A taken address gets the same answer and the same pending state as a free one (no
@@ -97,7 +98,8 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email):
         mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
     else:
         mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
-    mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email)
+    mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
+                                  security_mail.facts(request))
 
 
 def _write(conn, queries, config, user_id, patch):

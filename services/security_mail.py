@@ -6,8 +6,8 @@ says what to do if it was not the user (services/mail.py renders them).
 
 import datetime
 
-from services import mail
 from services import devices
+from services import mail
 
 # kind: (subject, what happened)
 KINDS = {

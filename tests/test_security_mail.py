@@ -131,3 +131,13 @@ def test_the_very_first_sign_in_is_not_a_new_device(testapp, make_user, inbox, b
     testapp.post_json('/auth/sign_in', {'email': user.email, 'password': PASSWORD}, headers=client())
     deliver(base_env, inbox.port)
     assert inbox.to(user.email) == []
+
+
+def test_the_email_change_notice_names_time_address_and_device(testapp, make_user, inbox, base_env):
+    user = make_user()
+    testapp.put_json('/api/v1/profile', {'profile': {'email': 'moved-' + user.email}}, headers=client(user.headers))
+    message = received(inbox, base_env, user.email, 'Your e-mail address is being changed')
+    for body in (message.text, message.html):
+        assert f'IP address: {IP}' in body and 'Device: Firefox 120.0 on Linux' in body
+        assert re.search(r'Time: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC', body)
+    assert 'email_revert?token=' in message.text
