@@ -48,6 +48,12 @@ class Config:
     max_user_sessions: int = 25
     session_idle_timeout_minutes: int | None = None
     audit_retention_days: int = 365
+    # --- issue 14 (SPEC 16): behind a transaction-mode pooler (PgBouncer) ---
+    # Off: psycopg never prepares statements (prepare_threshold=None), which such a pooler
+    # cannot carry from one transaction to the next.
+    prepared_statements: bool = True
+    # manage.py migrate: a direct connection, for its session-level advisory lock.
+    migrate_database_url: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def idle_seconds(self):
@@ -188,6 +194,9 @@ def load(env=None):
         max_user_sessions=_number(env, 'MAX_USER_SESSIONS', _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000), 1, 1000),
         session_idle_timeout_minutes=_number(env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600),
         audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
+        # issue 14 (SPEC 16)
+        prepared_statements=_bool(env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'),
+        migrate_database_url=env.get('MIGRATE_DATABASE_URL') or None,
     )
 
 

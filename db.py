@@ -19,18 +19,36 @@ log = logging.getLogger('frontdesk')
 _NAME_LINE = re.compile(r'^-- name: (\w+)$', re.MULTILINE)
 
 
+def session_options(config):
+    """What every connection the service opens (app, CLI, mail worker) is given.
+
+    DB_PREPARED_STATEMENTS=off (SPEC 16): psycopg prepares a statement on a connection
+    once it has run 5 times, and then sends only its name. Behind a transaction-mode
+    pooler the next transaction may be on another server session, where that name is
+    unknown (or taken), so there nothing is ever prepared.
+    """
+    return {} if config.prepared_statements else {'prepare_threshold': None}
+
+
+def connect(config, **kwargs):
+    """One connection outside the pool (CLI commands, the mail worker)."""
+    return psycopg.connect(config.database_url, **session_options(config), **kwargs)
+
+
 def create_pool(config):
     """Open one pool per process; call it after gunicorn forks.
 
     Connections are autocommit so a read is one round trip; responders that need
-    several statements to be atomic open ``conn.transaction()`` themselves.
+    several statements to be atomic open ``conn.transaction()`` themselves. Nothing
+    relies on session state beyond one transaction (docs/scaling.md has the audit),
+    so ``DATABASE_URL`` may point at PgBouncer in transaction mode.
     """
     return psycopg_pool.ConnectionPool(
         config.database_url,
         min_size=1,
         max_size=config.pool_max_size,
         timeout=config.pool_timeout,
-        kwargs={'autocommit': True, 'row_factory': dict_row},
+        kwargs={'autocommit': True, 'row_factory': dict_row, **session_options(config)},
         name='frontdesk',
         check=check_idle_connection,
         reconnect_failed=_reconnect_failed,

@@ -21,7 +21,9 @@ from services import users
 
 
 def cmd_migrate(config, args):
-    applied = db.migrate(config.database_url)
+    # issue 14: migrations hold a session-level advisory lock, so they go direct to
+    # PostgreSQL (MIGRATE_DATABASE_URL) when DATABASE_URL is a transaction-mode pooler.
+    applied = db.migrate(config.migrate_database_url or config.database_url)
     print(f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}')
 
 
@@ -35,7 +37,7 @@ def cmd_create_user(config, args):
         sys.exit(f'create-user: {ex.body["message"]}')
     queries = db.load_queries()
     hashed = passwords.hash_password(args.password, config.bcrypt_rounds)
-    with psycopg.connect(config.database_url, row_factory=dict_row) as conn:
+    with db.connect(config, row_factory=dict_row) as conn:
         try:
             user_id = users.create_user(conn, queries, name=args.name.strip(), email=args.email.strip().lower(),
                                         encrypted_password=hashed, confirmed=args.confirmed)
@@ -54,7 +56,7 @@ def cmd_create_user(config, args):
 
 def cmd_touch_cache_key(config, args):
     queries = db.load_queries()
-    with psycopg.connect(config.database_url, row_factory=dict_row, autocommit=True) as conn:
+    with db.connect(config, row_factory=dict_row, autocommit=True) as conn:
         row = conn.execute(queries['accounts.touch_cache_key'],
                            {'account_id': args.account_id, 'key': args.key}).fetchone()
     if row is None:

@@ -19,6 +19,8 @@ import time
 import psycopg
 from psycopg.rows import dict_row
 
+import db
+
 SMTP_TIMEOUT_SECONDS = 10
 # Ten attempts spread over about 85 minutes (10 s, 20 s, ... 2560 s apart).
 MAX_ATTEMPTS = 10
@@ -127,7 +129,7 @@ def run(config, queries, once=False, stop=None):
     total = collections.Counter()
     while not stop.is_set():
         try:
-            with psycopg.connect(config.database_url, autocommit=True, row_factory=dict_row) as conn:
+            with db.connect(config, autocommit=True, row_factory=dict_row) as conn:
                 while not stop.is_set():
                     total += deliver_due(conn, queries, config, stop)
                     if once:

@@ -8,8 +8,8 @@ import db
 from middleware.validation import load_validators
 
 
-def test_every_migration_is_recorded_once_even_when_run_again(database_url, conn):
-    assert db.migrate(database_url) == []
+def test_every_migration_is_recorded_once_even_when_run_again(direct_database_url, conn):
+    assert db.migrate(direct_database_url) == []
     versions = [row['version'] for row in conn.execute('SELECT version FROM schema_migrations')]
     assert versions == [path.stem for path in db.migration_files()]
 

@@ -1,0 +1,137 @@
+"""A private PgBouncer in transaction mode in front of a test database (issue 14).
+
+Debian's ``pgbouncer`` package (scripts/bootstrap's install_pgbouncer) gives the binary;
+nothing of the system's is used: the configuration, the auth file, the log and the pid
+file live in a temporary directory only the instance's user can enter, and it listens on
+a free 127.0.0.1 port, no unix socket. PgBouncer refuses to run as root, so as root it
+runs as ``postgres``.
+
+Clients sign in with SCRAM and a password: the server's password when its URL has one
+(PgBouncer signs in to the server with it), else a random one (a server that trusts
+127.0.0.1 then takes any).
+"""
+
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import psycopg
+
+BINARY = '/usr/sbin/pgbouncer'
+USER = 'postgres'
+
+# Transaction mode as in deploy/pgbouncer.ini, small: the tests open a few dozen
+# client connections and need a handful of server ones. server_login_retry and
+# query_wait_timeout short, so a server restart costs the tests seconds, not minutes.
+CONFIG = """\
+[databases]
+* = {server}
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = {home}/userlist.txt
+pool_mode = transaction
+server_reset_query =
+default_pool_size = 10
+max_client_conn = 400
+server_login_retry = 1
+query_wait_timeout = {query_wait_timeout}
+logfile = {home}/pgbouncer.log
+pidfile = {home}/pgbouncer.pid
+"""
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class PgBouncer:
+    """``PgBouncer(server_url)``; ``start()``, ``url(dbname)``, ``restart()``, ``destroy()``."""
+
+    def __init__(self, server_url, query_wait_timeout=5):
+        if not os.access(BINARY, os.X_OK):
+            raise RuntimeError(f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it')
+        server = psycopg.conninfo.conninfo_to_dict(server_url)
+        self.user = server.get('user') or USER
+        self.password = server.get('password') or secrets.token_urlsafe(18)
+        self.port = free_port()
+        self.home = tempfile.mkdtemp(prefix='frontdesk-pgbouncer-')
+        self._as_root = os.geteuid() == 0
+        target = ' '.join(f'{key}={server[key]}' for key in ('host', 'port') if server.get(key))
+        self._write('pgbouncer.ini', CONFIG.format(server=target, port=self.port, home=self.home,
+                                                    query_wait_timeout=query_wait_timeout))
+        quoted = [value.replace('"', '""') for value in (self.user, self.password)]
+        self._write('userlist.txt', '"{}" "{}"\n'.format(*quoted))
+        if self._as_root:
+            owner = pwd.getpwnam(USER)
+            for path in (self.home, *(os.path.join(self.home, name) for name in os.listdir(self.home))):
+                os.chown(path, owner.pw_uid, owner.pw_gid)
+        self.proc = None
+
+    def _write(self, name, text):
+        path = os.path.join(self.home, name)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), 'w') as file:
+            file.write(text)
+
+    @property
+    def log(self):
+        return os.path.join(self.home, 'pgbouncer.log')
+
+    def url(self, dbname='postgres'):
+        return (f'postgresql://{urllib.parse.quote(self.user)}:{urllib.parse.quote(self.password)}'
+                f'@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}')
+
+    def start(self, timeout=10):
+        user = {'user': USER, 'group': USER, 'extra_groups': []} if self._as_root else {}
+        self.proc = subprocess.Popen([BINARY, os.path.join(self.home, 'pgbouncer.ini')], cwd=self.home,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **user)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f'pgbouncer exited with {self.proc.returncode}: {self.tail()}')
+            try:
+                socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f'pgbouncer did not listen within {timeout} s: {self.tail()}') from None
+                time.sleep(0.05)
+
+    def stop(self):
+        """Immediate shutdown (SIGTERM in 1.18): every client connection is closed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def destroy(self):
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def tail(self, lines=5):
+        try:
+            with open(self.log, errors='replace') as log:
+                return ' | '.join(log.read().splitlines()[-lines:])
+        except OSError:
+            return '(no log)'
