@@ -28,7 +28,9 @@ USER = 'postgres'
 
 # Transaction mode as in deploy/pgbouncer.ini, small: the tests open a few dozen
 # client connections and need a handful of server ones. server_login_retry and
-# query_wait_timeout short, so a server restart costs the tests seconds, not minutes.
+# query_wait_timeout are short, as there: with the server down, the first query waits
+# query_wait_timeout (3 s here, under the 3 s + 2 s tests/test_db_faults.py allows a
+# request) and the next ones fail at once until a login succeeds again.
 CONFIG = """\
 [databases]
 * = {server}
@@ -59,7 +61,7 @@ def free_port():
 class PgBouncer:
     """``PgBouncer(server_url)``; ``start()``, ``url(dbname)``, ``restart()``, ``destroy()``."""
 
-    def __init__(self, server_url, query_wait_timeout=5):
+    def __init__(self, server_url, query_wait_timeout=3):
         if not os.access(BINARY, os.X_OK):
             raise RuntimeError(f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it')
         server = psycopg.conninfo.conninfo_to_dict(server_url)

@@ -1,9 +1,12 @@
 """PostgreSQL restarted or stopped under load: 503s with Retry-After, never a 500 or a
 hang, and recovery without restarting gunicorn (a private cluster, so the shared
-server the other tests use is never touched)."""
+server the other tests use is never touched). Each test runs twice: gunicorn straight
+on the cluster, and through a private PgBouncer in transaction mode (issue 14), where a
+PgBouncer restart must be survived too."""
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +14,8 @@ import db
 from tests.conftest import free_port
 from tests.conftest import http
 from tests.conftest import run_gunicorn
+from tests.conftest import unique_email
+from tests.pgbouncer import PgBouncer
 from tests.pgcluster import PrivateCluster
 
 
@@ -23,12 +28,24 @@ def cluster():
     cluster.destroy()
 
 
+@pytest.fixture(scope='module', params=['direct', 'pgbouncer'])
+def route(request, cluster):
+    """How gunicorn reaches the cluster: directly, or through PgBouncer (``bouncer``)."""
+    if request.param == 'direct':
+        yield SimpleNamespace(url=cluster.url, env={}, bouncer=None)
+        return
+    bouncer = PgBouncer(cluster.url).start()
+    yield SimpleNamespace(url=bouncer.url(), env={'DB_PREPARED_STATEMENTS': 'off'}, bouncer=bouncer)
+    bouncer.destroy()
+
+
 @pytest.fixture(scope='module')
-def service(cluster, base_env):
-    env = {**base_env, 'DATABASE_URL': cluster.url, 'DB_POOL_TIMEOUT': '3'}
+def service(route, base_env):
+    env = {**base_env, 'DATABASE_URL': route.url, **route.env, 'DB_POOL_TIMEOUT': '3'}
     with run_gunicorn(env, workers=2) as base:
         signup = http('POST', base + '/api/v1/accounts', {
-            'account_name': 'Faults', 'email': 'faults@example.com', 'user_full_name': 'F', 'password': 'a long passphrase'})
+            'account_name': 'Faults', 'email': unique_email('faults'), 'user_full_name': 'F',
+            'password': 'a long passphrase'})
         assert signup.status == 200
         headers = {name: signup.headers[name] for name in ('access-token', 'client', 'uid')}
         yield base, headers
@@ -41,7 +58,10 @@ def hammer(base, headers, stop, answers):
         answers.append((started, time.monotonic() - started, answer))
 
 
-def test_restart_under_load_gives_503s_then_recovers(cluster, service):
+@pytest.mark.parametrize('what', ['postgresql', 'pgbouncer'])
+def test_restart_under_load_gives_503s_then_recovers(cluster, route, service, what):
+    if what == 'pgbouncer' and route.bouncer is None:
+        pytest.skip('no PgBouncer on the direct route')
     # As many clients as workers, so no request also waits in gunicorn's queue.
     base, headers = service
     stop, answers = threading.Event(), []
@@ -50,7 +70,7 @@ def test_restart_under_load_gives_503s_then_recovers(cluster, service):
         thread.start()
     time.sleep(1)
     restarted_at = time.monotonic()
-    cluster.restart()
+    (cluster if what == 'postgresql' else route.bouncer).restart()
     time.sleep(6)
     stop.set()
     for thread in threads:

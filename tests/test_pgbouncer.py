@@ -1,0 +1,83 @@
+"""Through PgBouncer in transaction mode (issue 14, SPEC 16): why DB_PREPARED_STATEMENTS
+exists, and that migrations go direct. The HTTP tests themselves run through PgBouncer in
+scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1, tests/conftest.py)."""
+
+import psycopg
+import pytest
+
+import config as config_module
+import db
+from tests.conftest import ADMIN_URL
+from tests.conftest import database_url_for
+from tests.test_cli import manage
+
+
+def run_twice_ten_times(pool, sql):
+    """The same query 10 times on each of two pooled connections: psycopg prepares it
+    on its 5th run on a connection. Returns the errors."""
+    errors = []
+    with pool.connection() as first, pool.connection() as second:
+        for _ in range(10):
+            for conn in (first, second):
+                try:
+                    conn.execute(sql).fetchall()
+                except psycopg.Error as ex:
+                    errors.append(ex)
+    return errors
+
+
+@pytest.mark.parametrize('setting', ['on', 'off'])
+def test_prepared_statements_break_behind_a_transaction_pooler_unless_off(pgbouncer, direct_database_url, base_env,
+                                                                          queries, setting):
+    dbname = psycopg.conninfo.conninfo_to_dict(direct_database_url)['dbname']
+    config = config_module.load({**base_env, 'DATABASE_URL': pgbouncer.url(dbname), 'DB_POOL_MAX_SIZE': '2',
+                                 'DB_PREPARED_STATEMENTS': setting})
+    pool = db.create_pool(config)
+    try:
+        errors = run_twice_ten_times(pool, queries['health.applied_migrations'])
+    finally:
+        pool.close()
+    if setting == 'off':
+        assert errors == []
+    else:
+        # Both clients' "_pg3_0" land on one server session (or one's name on another's).
+        assert errors, 'prepared statements survived transaction pooling: the test proves nothing'
+        assert {type(ex) for ex in errors} <= {psycopg.errors.DuplicatePreparedStatement,
+                                                psycopg.errors.InvalidSqlStatementName}, errors
+
+
+def test_every_connection_of_the_service_is_unprepared_when_off(base_env):
+    on = config_module.load({**base_env, 'DB_PREPARED_STATEMENTS': 'on'})
+    off = config_module.load({**base_env, 'DB_PREPARED_STATEMENTS': 'off'})
+    assert db.session_options(on) == {}
+    assert db.session_options(off) == {'prepare_threshold': None}
+    with db.connect(off) as conn:
+        assert conn.prepare_threshold is None
+    pool = db.create_pool(off)
+    try:
+        with pool.connection() as conn:
+            assert conn.prepare_threshold is None
+    finally:
+        pool.close()
+    with pytest.raises(config_module.ConfigError, match='DB_PREPARED_STATEMENTS'):
+        config_module.load({**base_env, 'DB_PREPARED_STATEMENTS': 'no'})
+
+
+def test_migrate_uses_migrate_database_url_when_set(pgbouncer):
+    """DATABASE_URL at PgBouncer, MIGRATE_DATABASE_URL direct: migrate takes the latter
+    (a closed port as DATABASE_URL proves it does not even look at the former)."""
+    name = f'frontdesk_migrate_direct_{pgbouncer.port}'
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE {name}')
+    direct = database_url_for(ADMIN_URL, name)
+    try:
+        done = manage({'DATABASE_URL': 'postgresql://nobody@127.0.0.1:1/nothing', 'MIGRATE_DATABASE_URL': direct},
+                      'migrate')
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f'applied {len(db.migration_files())} migration(s)')
+        done = manage({'DATABASE_URL': pgbouncer.url(name), 'MIGRATE_DATABASE_URL': direct,
+                       'DB_PREPARED_STATEMENTS': 'off'}, 'migrate')
+        assert (done.returncode, done.stdout.strip()) == (0, 'applied 0 migration(s): none pending'), done.stderr
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
