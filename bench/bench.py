@@ -213,10 +213,11 @@ def get(url, timeout=5):
 
 
 @contextlib.contextmanager
-def server(url, args, extra_env=None):
-    """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off."""
+def server(url, args, extra_env=None, name=''):
+    """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off; ``extra_env``
+    adds variables, ``name`` tells the access logs of several at once apart."""
     RESULTS.mkdir(exist_ok=True)
-    access_log, server_log = RESULTS / 'access.log', RESULTS / 'server.log'
+    access_log, server_log = RESULTS / f'access{name}.log', RESULTS / 'server.log'
     access_log.unlink(missing_ok=True)
     port = free_port()
     env = {**os.environ, 'DATABASE_URL': url, 'RATE_LIMITS': 'off', 'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
@@ -791,6 +792,128 @@ def run_avatars(args, password_hash):
     return lines
 
 
+# --- issue 14: direct against through PgBouncer ------------------------------------------
+
+POOLER_ENDPOINTS = ['get_profile', 'put_profile']
+
+
+def wrk_instances(servers, args, endpoint, users, duration, bouncer):
+    """One wrk per gunicorn instance, at once, sharing ``-c`` between them; the numbers
+    summed (latency percentiles: the worse instance's). CPU per request: gunicorn (all
+    instances), the database's backends, and PgBouncer's one process."""
+    share = max(1, args.connections // len(servers))
+    offsets = [srv.log_offset() for srv in servers]
+    before = [srv.cpu_seconds() for srv in servers]
+    bouncer_before = _cpu(pathlib.Path(f'/proc/{bouncer.proc.pid}')) if bouncer else 0.0
+    procs = [subprocess.Popen(['wrk', f'-t{args.threads}', f'-c{share}', f'-d{duration}', '--latency',
+                               f'--timeout={args.timeout}', '-s', str(LUA), srv.base,
+                               '--', endpoint, str(users), PASSWORD, secrets.token_hex(4)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for srv in servers]
+    outputs = [proc.communicate() for proc in procs]
+    after = [srv.cpu_seconds() for srv in servers]
+    bouncer_us = (_cpu(pathlib.Path(f'/proc/{bouncer.proc.pid}')) - bouncer_before) if bouncer else 0.0
+    numbers = []
+    for proc, (stdout, stderr) in zip(procs, outputs):
+        line = next((line for line in stdout.splitlines() if line.startswith('BENCH ')), None)
+        if proc.returncode != 0 or line is None:
+            raise RuntimeError(f'wrk failed ({proc.returncode}): {stdout}{stderr}')
+        numbers.append(json.loads(line[len('BENCH '):]))
+    settle(servers[0], args.pause)
+    requests = sum(n['requests'] for n in numbers)
+    bad = collections.Counter()
+    for srv, offset in zip(servers, offsets):
+        bad.update({code.decode(): n for code, n in srv.statuses(offset).items() if not code.startswith(b'2')})
+    result = {
+        'endpoint': endpoint,
+        'requests': requests,
+        'rps': sum(n['requests'] / (n['duration_us'] / 1e6) for n in numbers),
+        'p50': max(n['p50'] for n in numbers) / 1000,
+        'p99': max(n['p99'] for n in numbers) / 1000,
+        'non2xx': sum(n['status'] for n in numbers),
+        'socket_errors': sum(n['connect'] + n['read'] + n['write'] + n['timeout'] for n in numbers),
+        'bad_statuses': dict(bad),
+        'app_us': sum(a[0] - b[0] for a, b in zip(after, before)) / max(requests, 1) * 1e6,
+        # Every instance sees all of the database's backends: count them once.
+        'pg_us': (after[0][1] - before[0][1]) / max(requests, 1) * 1e6,
+        'bouncer_us': bouncer_us / max(requests, 1) * 1e6,
+    }
+    print(f"  {endpoint:12} {'via pgbouncer' if bouncer else '':13} {result['rps']:8.1f} req/s"
+          f"  p50 {result['p50']:6.1f} ms  p99 {result['p99']:7.1f} ms  CPU/req app {result['app_us']:5.0f}"
+          f" + pg {result['pg_us']:4.0f} + pgbouncer {result['bouncer_us']:4.0f} us  non-2xx {result['non2xx']}"
+          f"  socket errors {result['socket_errors']}  {bad or ''}", flush=True)
+    return result
+
+
+def run_pgbouncer(args, password_hash):
+    """GET and PUT profile from 2 gunicorn instances straight on PostgreSQL, and from 2
+    more through one PgBouncer in transaction mode (deploy/pgbouncer.ini, as the tests
+    run it), on one seeded database, runs alternating direct and pooled."""
+    from tests.pgbouncer import PgBouncer
+
+    workers = str(args.instance_workers)
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(database())
+        seed(url, 1, args.users, password_hash)
+        bouncer = PgBouncer(ADMIN_URL, free_port()).start()
+        stack.callback(bouncer.destroy)
+        pooled_url = bouncer.url(psycopg.conninfo.conninfo_to_dict(url)['dbname'])
+        # The middle route tells the two costs apart: no prepared statements (PostgreSQL
+        # parses and plans every statement), and the pooler's extra hop.
+        unprepared = {'DB_PREPARED_STATEMENTS': 'off'}
+        routes = {route: [stack.enter_context(server(target, args, {'WEB_CONCURRENCY': workers, **env}, name=f'-{route}-{n}'))
+                          for n in range(2)]
+                  for route, target, env in (('direct', url, {}), ('direct-unprepared', url, unprepared),
+                                             ('pgbouncer', pooled_url, unprepared))}
+
+        def measure(name, route, duration):
+            return {**wrk_instances(routes[route], args, name, args.users, duration,
+                                    bouncer if route == 'pgbouncer' else None), 'route': route}
+
+        if args.warmup not in ('0', '0s'):
+            print(f'warm-up ({args.warmup} each):', flush=True)
+            for route in routes:
+                for name in POOLER_ENDPOINTS:
+                    measure(name, route, args.warmup)
+        print('measuring:', flush=True)
+        runs = [measure(name, route, args.duration)
+                for _ in range(args.rounds) for name in POOLER_ENDPOINTS for route in routes]
+    lines = header(args, f'Direct and through PgBouncer ({args.users:,} users)') + [
+        f'2 gunicorn instances of {workers} sync workers per route, wrk split between them; routes: direct '
+        '(prepared statements on, the default), direct-unprepared (DB_PREPARED_STATEMENTS=off), pgbouncer '
+        '(PgBouncer 1.18, transaction mode, deploy/pgbouncer.ini; DB_PREPARED_STATEMENTS=off).', '',
+        '| endpoint | route | req/s | p50 ms | p99 ms | CPU µs/req app + pg + pgbouncer | non-2xx / socket errors '
+        '| req/s / direct |',
+        '|---|---|---:|---:|---:|---:|---|---:|']
+    costs = []
+    for name in POOLER_ENDPOINTS:
+        rows = {}
+        for route in ('direct', 'direct-unprepared', 'pgbouncer'):
+            mine = [run for run in runs if run['endpoint'] == name and run['route'] == route]
+            row = {key: statistics.median(run[key] for run in mine)
+                   for key in ('rps', 'p50', 'p99', 'app_us', 'pg_us', 'bouncer_us')}
+            bad = collections.Counter()
+            for run in mine:
+                bad.update(run['bad_statuses'])
+            row.update(non2xx=sum(run['non2xx'] for run in mine), bad_statuses=dict(bad),
+                       socket_errors=sum(run['socket_errors'] for run in mine))
+            rows[route] = row
+        for route, row in rows.items():
+            ratio = row['rps'] / rows['direct']['rps']
+            lines.append(f"| {LABELS[name]} | {route} | {row['rps']:,.0f} | {row['p50']:.1f} | {row['p99']:.1f} "
+                         f"| {row['app_us']:,.0f} + {row['pg_us']:,.0f} + {row['bouncer_us']:,.0f} "
+                         f"| {errors_cell(row)} | {ratio:.2f} |")
+        total = {route: row['app_us'] + row['pg_us'] + row['bouncer_us'] for route, row in rows.items()}
+        costs.append(f"- {LABELS[name]}: pooled / direct req/s {rows['pgbouncer']['rps'] / rows['direct']['rps']:.2f}. "
+                     f"CPU per request, all processes: {total['direct']:,.0f} µs direct, "
+                     f"{total['direct-unprepared']:,.0f} µs direct without prepared statements, "
+                     f"{total['pgbouncer']:,.0f} µs through PgBouncer; so the pooler's hop costs "
+                     f"{total['pgbouncer'] - total['direct-unprepared']:+,.0f} µs (PgBouncer's own process "
+                     f"{rows['pgbouncer']['bouncer_us']:,.0f}) and unprepared statements "
+                     f"{total['direct-unprepared'] - total['direct']:+,.0f} µs; median latency "
+                     f"{rows['pgbouncer']['p50'] - rows['direct']['p50']:+.2f} ms pooled against direct.")
+    return lines + [''] + costs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--scale', action='store_true', help='GET profile with --users and with --large-users users')
@@ -800,6 +923,10 @@ def main():
     parser.add_argument('--avatar-repeats', type=int, default=7, help='uploads per file in --avatars (default 7)')
     parser.add_argument('--avatar-seconds', type=int, default=15, help='each /healthz probe run in --avatars')
     parser.add_argument('--all', action='store_true', help='endpoints, then --scale, then --leak')
+    parser.add_argument('--pgbouncer', action='store_true',
+                        help='GET and PUT profile direct and through PgBouncer (2 gunicorn instances each)')
+    parser.add_argument('--instance-workers', type=int, default=2,
+                        help='WEB_CONCURRENCY of each gunicorn instance in --pgbouncer (default 2)')
     parser.add_argument('-d', '--duration', default='10s', help='each measured wrk run (default 10s)')
     parser.add_argument('--warmup', default='2s', help='one warm-up run per endpoint first (default 2s; 0 for none)')
     parser.add_argument('--rounds', type=int, default=1, help='repeat the alternating sequence; medians are shown')
@@ -828,12 +955,14 @@ def main():
     lines = []
     if args.avatars:
         lines += run_avatars(args, password_hash) + ['']
-    if args.all or not (args.scale or args.leak or args.avatars):
+    if args.all or not (args.scale or args.leak or args.avatars or args.pgbouncer):
         lines += run_endpoints(args, password_hash) + ['']
     if args.all or args.scale:
         lines += run_scale(args, password_hash) + ['']
     if args.all or args.leak:
         lines += run_leak(args, password_hash) + ['']
+    if args.pgbouncer:
+        lines += run_pgbouncer(args, password_hash) + ['']
     text = '\n'.join(lines)
     print('\n' + text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

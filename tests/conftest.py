@@ -79,7 +79,7 @@ VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
 @pytest.fixture(scope='session')
 def pgbouncer():
     """A private PgBouncer in transaction mode in front of the tests' PostgreSQL."""
-    bouncer = PgBouncer(ADMIN_URL).start()
+    bouncer = PgBouncer(ADMIN_URL, free_port()).start()
     yield bouncer
     bouncer.destroy()
 

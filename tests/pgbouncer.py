@@ -1,10 +1,10 @@
 """A private PgBouncer in transaction mode in front of a test database (issue 14).
 
 Debian's ``pgbouncer`` package (scripts/bootstrap's install_pgbouncer) gives the binary;
-nothing of the system's is used: the configuration, the auth file, the log and the pid
-file live in a temporary directory only the instance's user can enter, and it listens on
-a free 127.0.0.1 port, no unix socket. PgBouncer refuses to run as root, so as root it
-runs as ``postgres``.
+nothing of the system's is used. The configuration is deploy/pgbouncer.ini with its EDIT
+values replaced: it, the auth file, the log and the pid file live in a temporary
+directory only the instance's user can enter, and it listens on a free 127.0.0.1 port,
+no unix socket. PgBouncer refuses to run as root, so as root it runs as ``postgres``.
 
 Clients sign in with SCRAM and a password: the server's password when its URL has one
 (PgBouncer signs in to the server with it), else a random one (a server that trusts
@@ -12,7 +12,9 @@ Clients sign in with SCRAM and a password: the server's password when its URL ha
 """
 
 import os
+import pathlib
 import pwd
+import re
 import secrets
 import shutil
 import socket
@@ -26,53 +28,43 @@ import psycopg
 BINARY = '/usr/sbin/pgbouncer'
 USER = 'postgres'
 
-# Transaction mode as in deploy/pgbouncer.ini, small: the tests open a few dozen
-# client connections and need a handful of server ones. server_login_retry and
-# query_wait_timeout are short, as there: with the server down, the first query waits
-# query_wait_timeout (3 s here, under the 3 s + 2 s tests/test_db_faults.py allows a
-# request) and the next ones fail at once until a login succeeds again.
-CONFIG = """\
-[databases]
-* = {server}
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = {port}
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = {home}/userlist.txt
-pool_mode = transaction
-server_reset_query =
-default_pool_size = 10
-max_client_conn = 400
-server_login_retry = 1
-query_wait_timeout = {query_wait_timeout}
-logfile = {home}/pgbouncer.log
-pidfile = {home}/pgbouncer.pid
-"""
+DEPLOY_INI = pathlib.Path(__file__).resolve().parent.parent / 'deploy' / 'pgbouncer.ini'
+# Test-only, beside the EDIT values: with the server down, the first query waits
+# query_wait_timeout (5 s in the deploy file) and the next ones fail at once until a
+# login succeeds again; 3 s keeps it under the 3 s + 2 s that tests/test_db_faults.py
+# allows a request.
+TEST_SETTINGS = {'query_wait_timeout': '3'}
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
+def config_text(server, port, home):
+    """deploy/pgbouncer.ini with its EDIT values for a private test instance."""
+    text = DEPLOY_INI.read_text()
+    text, found = re.subn(r'^frontdesk = .*$', f'* = {server}', text, flags=re.MULTILINE)
+    settings = {'listen_addr': '127.0.0.1', 'listen_port': str(port), 'unix_socket_dir': '',
+                'auth_file': f'{home}/userlist.txt', 'logfile': f'{home}/pgbouncer.log',
+                'pidfile': f'{home}/pgbouncer.pid', **TEST_SETTINGS}
+    for key, value in settings.items():
+        text, count = re.subn(rf'^{key} = .*$', f'{key} = {value}'.rstrip(), text, flags=re.MULTILINE)
+        found += count
+    if found != len(settings) + 1:
+        raise RuntimeError(f'{DEPLOY_INI} no longer has one line for each of: frontdesk, {", ".join(settings)}')
+    return text
 
 
 class PgBouncer:
-    """``PgBouncer(server_url)``; ``start()``, ``url(dbname)``, ``restart()``, ``destroy()``."""
+    """``PgBouncer(server_url, port)``; ``start()``, ``url(dbname)``, ``restart()``, ``destroy()``."""
 
-    def __init__(self, server_url, query_wait_timeout=3):
+    def __init__(self, server_url, port):
         if not os.access(BINARY, os.X_OK):
             raise RuntimeError(f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it')
         server = psycopg.conninfo.conninfo_to_dict(server_url)
         self.user = server.get('user') or USER
         self.password = server.get('password') or secrets.token_urlsafe(18)
-        self.port = free_port()
+        self.port = port
         self.home = tempfile.mkdtemp(prefix='frontdesk-pgbouncer-')
         self._as_root = os.geteuid() == 0
         target = ' '.join(f'{key}={server[key]}' for key in ('host', 'port') if server.get(key))
-        self._write('pgbouncer.ini', CONFIG.format(server=target, port=self.port, home=self.home,
-                                                    query_wait_timeout=query_wait_timeout))
+        self._write('pgbouncer.ini', config_text(target, self.port, self.home))
         quoted = [value.replace('"', '""') for value in (self.user, self.password)]
         self._write('userlist.txt', '"{}" "{}"\n'.format(*quoted))
         if self._as_root:

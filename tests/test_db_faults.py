@@ -34,7 +34,7 @@ def route(request, cluster):
     if request.param == 'direct':
         yield SimpleNamespace(url=cluster.url, env={}, bouncer=None)
         return
-    bouncer = PgBouncer(cluster.url).start()
+    bouncer = PgBouncer(cluster.url, free_port()).start()
     yield SimpleNamespace(url=bouncer.url(), env={'DB_PREPARED_STATEMENTS': 'off'}, bouncer=bouncer)
     bouncer.destroy()
 
