@@ -844,6 +844,28 @@ def wrk_instances(servers, args, endpoint, users, duration, bouncer):
     return result
 
 
+def round_trips(routes, users, iterations=2000, repeats=5):
+    """GET profile's one statement (auth.user_for_token with the user JSON) from one
+    process, no HTTP: client CPU and wall µs per statement on each route, best of
+    ``repeats`` x ``iterations``: what one round trip costs, with the least noise."""
+    queries = db.load_queries()
+    results = {}
+    for route, (url, options) in routes.items():
+        best_cpu = best_wall = float('inf')
+        with psycopg.connect(url, autocommit=True, **options) as conn:
+            for _ in range(repeats):
+                params = [{'digest': hashlib.sha256(f'bench-token-{secrets.randbelow(users) + 1}'.encode()).digest(),
+                           'avatar_url_prefix': AVATAR_URL_PREFIX, 'with_doc': True} for _ in range(iterations)]
+                cpu, wall = time.process_time(), time.perf_counter()
+                for param in params:
+                    conn.execute(queries['auth.user_for_token'], param).fetchone()
+                best_cpu = min(best_cpu, (time.process_time() - cpu) / iterations * 1e6)
+                best_wall = min(best_wall, (time.perf_counter() - wall) / iterations * 1e6)
+        results[route] = (best_cpu, best_wall)
+        print(f'  round trip {route:18} client CPU {best_cpu:5.0f} us  wall {best_wall:5.0f} us', flush=True)
+    return results
+
+
 def run_pgbouncer(args, password_hash):
     """GET and PUT profile from 2 gunicorn instances straight on PostgreSQL, and from 2
     more through one PgBouncer in transaction mode (deploy/pgbouncer.ini, as the tests
@@ -874,15 +896,18 @@ def run_pgbouncer(args, password_hash):
             for route in routes:
                 for name in POOLER_ENDPOINTS:
                     measure(name, route, args.warmup)
+        print('one statement, no HTTP:', flush=True)
+        trips = round_trips({'direct': (url, {}), 'direct-unprepared': (url, {'prepare_threshold': None}),
+                             'pgbouncer': (pooled_url, {'prepare_threshold': None})}, args.users)
         print('measuring:', flush=True)
-        runs = [measure(name, route, args.duration)
-                for _ in range(args.rounds) for name in POOLER_ENDPOINTS for route in routes]
+        runs = [{**measure(name, route, args.duration), 'round': n}
+                for n in range(args.rounds) for name in POOLER_ENDPOINTS for route in routes]
     lines = header(args, f'Direct and through PgBouncer ({args.users:,} users)') + [
         f'2 gunicorn instances of {workers} sync workers per route, wrk split between them; routes: direct '
         '(prepared statements on, the default), direct-unprepared (DB_PREPARED_STATEMENTS=off), pgbouncer '
         '(PgBouncer 1.18, transaction mode, deploy/pgbouncer.ini; DB_PREPARED_STATEMENTS=off).', '',
         '| endpoint | route | req/s | p50 ms | p99 ms | CPU µs/req app + pg + pgbouncer | non-2xx / socket errors '
-        '| req/s / direct |',
+        '| req/s / direct (median of rounds) |',
         '|---|---|---:|---:|---:|---:|---|---:|']
     costs = []
     for name in POOLER_ENDPOINTS:
@@ -897,13 +922,19 @@ def run_pgbouncer(args, password_hash):
             row.update(non2xx=sum(run['non2xx'] for run in mine), bad_statuses=dict(bad),
                        socket_errors=sum(run['socket_errors'] for run in mine))
             rows[route] = row
+        # Each route against direct in the same round (back to back), then the median:
+        # other load on the machine moves both sides of a pair alike.
+        direct = {run['round']: run['rps'] for run in runs if run['endpoint'] == name and run['route'] == 'direct'}
         for route, row in rows.items():
-            ratio = row['rps'] / rows['direct']['rps']
+            row['ratio'] = statistics.median(run['rps'] / direct[run['round']] for run in runs
+                                             if run['endpoint'] == name and run['route'] == route)
+        for route, row in rows.items():
+            ratio = row['ratio']
             lines.append(f"| {LABELS[name]} | {route} | {row['rps']:,.0f} | {row['p50']:.1f} | {row['p99']:.1f} "
                          f"| {row['app_us']:,.0f} + {row['pg_us']:,.0f} + {row['bouncer_us']:,.0f} "
                          f"| {errors_cell(row)} | {ratio:.2f} |")
         total = {route: row['app_us'] + row['pg_us'] + row['bouncer_us'] for route, row in rows.items()}
-        costs.append(f"- {LABELS[name]}: pooled / direct req/s {rows['pgbouncer']['rps'] / rows['direct']['rps']:.2f}. "
+        costs.append(f"- {LABELS[name]}: pooled / direct req/s {rows['pgbouncer']['ratio']:.2f}. "
                      f"CPU per request, all processes: {total['direct']:,.0f} µs direct, "
                      f"{total['direct-unprepared']:,.0f} µs direct without prepared statements, "
                      f"{total['pgbouncer']:,.0f} µs through PgBouncer; so the pooler's hop costs "
@@ -911,7 +942,11 @@ def run_pgbouncer(args, password_hash):
                      f"{rows['pgbouncer']['bouncer_us']:,.0f}) and unprepared statements "
                      f"{total['direct-unprepared'] - total['direct']:+,.0f} µs; median latency "
                      f"{rows['pgbouncer']['p50'] - rows['direct']['p50']:+.2f} ms pooled against direct.")
-    return lines + [''] + costs
+    lines += ['', *costs, '', 'GET profile\'s one statement (`auth.user_for_token` with the user JSON) from one '
+              'process without HTTP, best of 5 x 2,000:', '',
+              '| route | client CPU µs | wall µs per statement |', '|---|---:|---:|']
+    lines += [f'| {route} | {cpu:,.0f} | {wall:,.0f} |' for route, (cpu, wall) in trips.items()]
+    return lines
 
 
 def main():
