@@ -102,11 +102,14 @@ def migrate(conninfo, directory=MIGRATIONS_DIR):
     """Apply every migration not yet recorded; return the versions applied.
 
     The advisory lock makes two concurrent runs take turns: the second finds
-    everything applied and does nothing.
+    everything applied and does nothing. It is a session-level lock, so ``conninfo``
+    must reach PostgreSQL itself (MIGRATE_DATABASE_URL), not a transaction-mode pooler,
+    which would run the next statement in another server session: each migration checks
+    that it runs in the session holding the lock, and stops the run otherwise.
     """
     applied_now = []
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute('SELECT pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,))
+        holder = conn.execute('SELECT pg_backend_pid() FROM pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,)).fetchone()[0]
         try:
             conn.execute(
                 'CREATE TABLE IF NOT EXISTS schema_migrations ('
@@ -119,6 +122,12 @@ def migrate(conninfo, directory=MIGRATIONS_DIR):
                 if version in done:
                     continue
                 with conn.transaction():
+                    if conn.execute('SELECT pg_backend_pid()').fetchone()[0] != holder:
+                        raise RuntimeError(
+                            'migrate: the connection changed server sessions between statements (a '
+                            'transaction-mode pooler?), so the migration lock does not hold; set '
+                            'MIGRATE_DATABASE_URL to PostgreSQL itself. The pooler may keep the lock '
+                            'until it closes that server connection.')
                     conn.execute(path.read_text())
                     conn.execute('INSERT INTO schema_migrations (version) VALUES (%s)', (version,))
                 applied_now.append(version)

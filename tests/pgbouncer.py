@@ -36,8 +36,9 @@ DEPLOY_INI = pathlib.Path(__file__).resolve().parent.parent / 'deploy' / 'pgboun
 TEST_SETTINGS = {'query_wait_timeout': '3'}
 
 
-def config_text(server, port, home):
-    """deploy/pgbouncer.ini with its EDIT values for a private test instance."""
+def config_text(server, port, home, extra=None):
+    """deploy/pgbouncer.ini with its EDIT values for a private test instance, plus
+    ``extra`` settings at the end (of the [pgbouncer] section)."""
     text = DEPLOY_INI.read_text()
     text, found = re.subn(r'^frontdesk = .*$', f'* = {server}', text, flags=re.MULTILINE)
     settings = {'listen_addr': '127.0.0.1', 'listen_port': str(port), 'unix_socket_dir': '',
@@ -48,13 +49,14 @@ def config_text(server, port, home):
         found += count
     if found != len(settings) + 1:
         raise RuntimeError(f'{DEPLOY_INI} no longer has one line for each of: frontdesk, {", ".join(settings)}')
-    return text
+    return text + ''.join(f'{key} = {value}\n' for key, value in (extra or {}).items())
 
 
 class PgBouncer:
-    """``PgBouncer(server_url, port)``; ``start()``, ``url(dbname)``, ``restart()``, ``destroy()``."""
+    """``PgBouncer(server_url, port, **extra_settings)``; ``start()``, ``url(dbname)``,
+    ``restart()``, ``destroy()``."""
 
-    def __init__(self, server_url, port):
+    def __init__(self, server_url, port, **extra):
         if not os.access(BINARY, os.X_OK):
             raise RuntimeError(f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it')
         server = psycopg.conninfo.conninfo_to_dict(server_url)
@@ -64,7 +66,7 @@ class PgBouncer:
         self.home = tempfile.mkdtemp(prefix='frontdesk-pgbouncer-')
         self._as_root = os.geteuid() == 0
         target = ' '.join(f'{key}={server[key]}' for key in ('host', 'port') if server.get(key))
-        self._write('pgbouncer.ini', config_text(target, self.port, self.home))
+        self._write('pgbouncer.ini', config_text(target, self.port, self.home, extra))
         quoted = [value.replace('"', '""') for value in (self.user, self.password)]
         self._write('userlist.txt', '"{}" "{}"\n'.format(*quoted))
         if self._as_root:

@@ -2,6 +2,8 @@
 exists, and that migrations go direct. The HTTP tests themselves run through PgBouncer in
 scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1, tests/conftest.py)."""
 
+import uuid
+
 import psycopg
 import pytest
 
@@ -9,6 +11,8 @@ import config as config_module
 import db
 from tests.conftest import ADMIN_URL
 from tests.conftest import database_url_for
+from tests.conftest import free_port
+from tests.pgbouncer import PgBouncer
 from tests.test_cli import manage
 
 
@@ -79,5 +83,28 @@ def test_migrate_uses_migrate_database_url_when_set(pgbouncer):
                        'DB_PREPARED_STATEMENTS': 'off'}, 'migrate')
         assert (done.returncode, done.stdout.strip()) == (0, 'applied 0 migration(s): none pending'), done.stderr
     finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
+
+
+def test_migrate_through_a_transaction_pooler_stops_instead_of_running_unlocked():
+    """Without MIGRATE_DATABASE_URL, migrate through PgBouncer must not apply anything
+    outside the server session that holds its lock. server_round_robin and two warm
+    server connections make PgBouncer move every statement to the other session."""
+    name = f'frontdesk_migrate_pooled_{uuid.uuid4().hex[:8]}'
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE {name}')
+    bouncer = PgBouncer(ADMIN_URL, free_port(), server_round_robin='1').start()
+    try:
+        first, second = (psycopg.connect(bouncer.url(name), prepare_threshold=None) for _ in range(2))
+        with first, second:
+            for conn in (first, second):  # two transactions at once: two server connections
+                conn.execute('SELECT 1')
+        with pytest.raises(RuntimeError, match='MIGRATE_DATABASE_URL'):
+            db.migrate(bouncer.url(name))
+        with psycopg.connect(database_url_for(ADMIN_URL, name)) as conn:
+            assert conn.execute('SELECT count(*) FROM schema_migrations').fetchone()[0] == 0
+    finally:
+        bouncer.destroy()
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
