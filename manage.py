@@ -81,8 +81,8 @@ def cmd_prune(config, args):
     owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
     DATABASE_URL.
     """
-    url = getattr(config, 'migrate_database_url', None) or config.database_url
-    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
+    url = config.migrate_database_url or config.database_url
+    with psycopg.connect(url, row_factory=dict_row, autocommit=True, **db.session_options(config)) as conn:
         try:
             cursor = conn.execute(db.load_queries()['audit.prune'], {'retention_days': config.audit_retention_days})
         except psycopg.errors.InsufficientPrivilege:
