@@ -8,24 +8,23 @@ import time
 import pytest
 
 import db
-from tests.conftest import free_port
+import devdb
 from tests.conftest import http
 from tests.conftest import run_gunicorn
-from tests.pgcluster import PrivateCluster
 
 
 @pytest.fixture(scope='module')
 def cluster():
-    cluster = PrivateCluster(free_port())
-    cluster.start()
-    db.migrate(cluster.url)
+    # Its own cluster, since these tests stop and restart the server.
+    cluster = devdb.throwaway()
+    db.migrate(cluster.url())
     yield cluster
     cluster.destroy()
 
 
 @pytest.fixture(scope='module')
 def service(cluster, base_env):
-    env = {**base_env, 'DATABASE_URL': cluster.url, 'DB_POOL_TIMEOUT': '3'}
+    env = {**base_env, 'DATABASE_URL': cluster.url(), 'DB_POOL_TIMEOUT': '3'}
     with run_gunicorn(env, workers=2) as base:
         signup = http('POST', base + '/api/v1/accounts', {
             'account_name': 'Faults', 'email': 'faults@example.com', 'user_full_name': 'F', 'password': 'a long passphrase'})
