@@ -3,6 +3,7 @@
 import dataclasses
 import ipaddress
 import os
+import pathlib
 import sys
 import urllib.parse
 
@@ -10,6 +11,11 @@ SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
 SMTP_TLS_MODES = ('starttls', 'implicit', 'off')
 NO_IDLE_TIMEOUT_SECONDS = 100 * 365 * 86400
+# Issue 11: where scripts/run's embedded database and development mail live.
+ROOT = pathlib.Path(__file__).resolve().parent
+EMBEDDED_DATABASE_URL_FILE = ROOT / 'var' / 'run' / 'database_url'
+MAIL_DELIVERIES = ('smtp', 'file')
+LOG_FORMATS = ('text', 'json')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +54,10 @@ class Config:
     max_user_sessions: int = 25
     session_idle_timeout_minutes: int | None = None
     audit_retention_days: int = 365
+    # Issue 11: development mail into files, and the log line format.
+    mail_delivery: str = 'smtp'
+    mail_dir: str = str(ROOT / 'var' / 'mail')
+    log_format: str = 'text'
 
     @property
     def idle_seconds(self):
@@ -141,14 +151,38 @@ def _smtp_tls(env):
         raise ConfigError('SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
                           '(set SMTP_TLS=starttls or implicit)')
     return mode
+def _choice(env, name, choices):
+    value = env.get(name) or choices[0]
+    if value not in choices:
+        raise ConfigError(f'{name} must be one of {", ".join(choices)}, got {value!r}')
+    return value
+
+
+def embedded_database_url():
+    """The URL scripts/run wrote for its embedded database, or None (issue 11)."""
+    try:
+        return EMBEDDED_DATABASE_URL_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def mail_dir(env):
+    return env.get('MAIL_DIR') or str(ROOT / 'var' / 'mail')
 
 
 def load(env=None):
-    """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
+    """Build the Config from ``env`` (default: os.environ) or raise ConfigError.
+
+    Without DATABASE_URL in os.environ, the embedded database of scripts/run is used
+    when there is one, so operator commands need no setup (SPEC 10).
+    """
+    from_os = env is None
     env = os.environ if env is None else env
-    database_url = env.get('DATABASE_URL')
+    database_url = env.get('DATABASE_URL') or (embedded_database_url() if from_os else None)
     if not database_url:
-        raise ConfigError('DATABASE_URL must be set (scripts/run sets it for the embedded database)')
+        raise ConfigError('DATABASE_URL is not set and there is no embedded database (start one with '
+                          'scripts/run, which writes var/run/database_url), or set DATABASE_URL to a '
+                          'PostgreSQL connection string')
     signup = env.get('ENABLE_ACCOUNT_SIGNUP', 'true') or 'true'
     if signup not in SIGNUP_MODES:
         raise ConfigError(f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}')
@@ -188,6 +222,10 @@ def load(env=None):
         max_user_sessions=_number(env, 'MAX_USER_SESSIONS', _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000), 1, 1000),
         session_idle_timeout_minutes=_number(env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600),
         audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
+        # Issue 11.
+        mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),
+        mail_dir=mail_dir(env),
+        log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),
     )
 
 
