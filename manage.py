@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune."""
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox.
+
+Without DATABASE_URL they use scripts/run's embedded database (config.py).
+"""
 
 import argparse
+import email
+import email.policy
 import logging
+import os
+import pathlib
 import signal
 import sys
 import threading
@@ -89,6 +96,20 @@ def cmd_prune(config, args):
     print(f'prune: {cursor.rowcount} audit event(s) older than {config.audit_retention_days} days deleted')
 
 
+def cmd_mailbox(args):
+    """The latest messages MAIL_DELIVERY=file wrote, newest first, with their links."""
+    directory = pathlib.Path(config_module.mail_dir(os.environ))
+    files = sorted(directory.glob('*.eml'), reverse=True)[:args.limit]
+    if not files:
+        print(f'no messages in {directory} (scripts/run without SMTP_HOST writes them there)')
+    for path in files:
+        with open(path, 'rb') as source:
+            message = email.message_from_binary_file(source, policy=email.policy.default)
+        print(f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  ({path.name})')
+        for link in outbox.links(message):
+            print(f'    {link}')
+
+
 def parser():
     top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
     commands = top.add_subparsers(dest='command', required=True)
@@ -115,13 +136,25 @@ def parser():
 
     commands.add_parser('prune', help='delete audit events older than AUDIT_RETENTION_DAYS (run as the owner)'
                         ).set_defaults(run=cmd_prune)
+
+    mailbox = commands.add_parser('mailbox', help='list the latest development mails (MAIL_DIR) with their links')
+    mailbox.add_argument('--limit', type=int, default=10, help='how many (default 10)')
+    # Reads files only: works without a database.
+    mailbox.set_defaults(run=cmd_mailbox, offline=True)
     return top
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if getattr(args, 'offline', False):
+        return args.run(args)
     config = config_module.load_or_exit()
-    args.run(config, args)
+    try:
+        args.run(config, args)
+    except psycopg.OperationalError as ex:
+        # One line an operator can act on, not a traceback.
+        reason = ' '.join(line.strip() for line in str(ex).splitlines() if line.strip()) or type(ex).__name__
+        sys.exit(f'manage.py {args.command}: cannot reach the database: {reason}')
 
 
 if __name__ == '__main__':
