@@ -276,7 +276,8 @@ def build(route_table, schemas):
     paths = {}
     for template, resource in route_table:
         path, _ = _path(template)
-        for method in sorted(getattr(resource, 'access', {})):
+        # HEAD mirrors GET (app.answer_head_like_get) and is left out.
+        for method in sorted(set(getattr(resource, 'access', {})) - {'HEAD'}):
             paths.setdefault(path, {})[method.lower()] = _operation(template, resource, method, schemas)
     return {
         'openapi': '3.1.0',

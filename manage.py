@@ -7,7 +7,6 @@ Without DATABASE_URL they use scripts/run's embedded database (config.py).
 import argparse
 import email
 import email.policy
-import logging
 import os
 import pathlib
 import signal
@@ -21,6 +20,7 @@ from psycopg.rows import dict_row
 import config as config_module
 import db
 import errors
+import logs
 from middleware.validation import load_validators
 from services import outbox
 from services import passwords
@@ -70,7 +70,7 @@ def cmd_touch_cache_key(config, args):
 
 
 def cmd_deliver_mail(config, args):
-    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s %(message)s')
+    logs.configure(config.log_format)
     stop = threading.Event()
     # The message being sent is finished and committed before the worker exits.
     for signum in (signal.SIGTERM, signal.SIGINT):
