@@ -29,6 +29,7 @@ from resources import JSON
 from resources import accounts
 from resources import audit_events
 from resources import confirmations
+from resources import docs
 from resources import health
 from resources import openapi
 from resources import password_policy
@@ -77,6 +78,7 @@ def routes(pool, queries, config, validators):
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
     if config.signup_enabled:
         table.append(('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)))
+    table += [(docs.DOCS_PATH, docs.DocsPage()), (docs.DOCS_PATH + '/assets/{name}', docs.DocsAsset())]
     # Last: it describes every route above, and itself.
     table.append((apidoc.OPENAPI_PATH, openapi.OpenAPIDocument(table, validators)))
     return table
