@@ -10,7 +10,7 @@ wsgi_app = 'app:create_app()'
 bind = os.environ.get('BIND', '127.0.0.1:8000')
 # Sync workers, 3 on 2 cores: measured best for the DB endpoints here (GET profile
 # 3,267 / 3,598 / 3,362 req/s with 2 / 3 / 4 workers; docs/performance.md); gthread was
-# worse and gevent's tails longer (perf-ceiling notes). Each worker opens its own small
+# worse and gevent's tails longer (docs/performance.md). Each worker opens its own small
 # pool after the fork.
 worker_class = 'sync'
 workers = int(os.environ.get('WEB_CONCURRENCY', '3'))

@@ -99,15 +99,21 @@ def cmd_prune(config, args):
 def cmd_mailbox(args):
     """The latest messages MAIL_DELIVERY=file wrote, newest first, with their links."""
     directory = pathlib.Path(config_module.mail_dir(os.environ))
-    files = sorted(directory.glob('*.eml'), reverse=True)[:args.limit]
-    if not files:
-        print(f'no messages in {directory} (scripts/run without SMTP_HOST writes them there)')
-    for path in files:
+    shown = 0
+    for path in sorted(directory.glob('*.eml'), reverse=True):
+        if shown == args.limit:
+            break
         with open(path, 'rb') as source:
             message = email.message_from_binary_file(source, policy=email.policy.default)
+        if args.to and message['To'].addresses[0].addr_spec.lower() != args.to.lower():
+            continue
+        shown += 1
         print(f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  ({path.name})')
         for link in outbox.links(message):
             print(f'    {link}')
+    if not shown:
+        print(f'no messages{" to " + args.to if args.to else ""} in {directory} '
+              '(scripts/run without SMTP_HOST writes them there)')
 
 
 def parser():
@@ -139,6 +145,7 @@ def parser():
 
     mailbox = commands.add_parser('mailbox', help='list the latest development mails (MAIL_DIR) with their links')
     mailbox.add_argument('--limit', type=int, default=10, help='how many (default 10)')
+    mailbox.add_argument('--to', help='only messages to this address')
     # Reads files only: works without a database.
     mailbox.set_defaults(run=cmd_mailbox, offline=True)
     return top
