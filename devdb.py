@@ -208,6 +208,7 @@ def embedded_stop(root):
 def test_run(command):
     """Run ``command`` with TEST_DATABASE_URL on a throwaway cluster, then remove it."""
     cluster = throwaway()
+    print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)', file=sys.stderr)
     child = None
 
     def forward(signum, frame):
