@@ -156,6 +156,11 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
         run.stop(signal.SIGKILL)
         run = Run(copy, int(run.base.rsplit(':', 1)[1]), console)
         assert 'left running by an earlier scripts/run' in run.output()
+        # While one runs, another of the same checkout says how to stop the first.
+        second = subprocess.run(['bash', 'scripts/run'], cwd=copy, env=clean_env(BIND=f'127.0.0.1:{free_port()}'),
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 1 and f'already running as pid {run.proc.pid}' in second.stderr, second.stderr
+        assert f'kill {run.proc.pid}' in second.stderr
         assert http('POST', run.base + '/auth/sign_in', {'email': email_address, 'password': PASSWORD}).status == 200
 
         assert run.stop() in (0, 143)
@@ -193,3 +198,17 @@ def test_an_unreachable_database_is_one_line(url):
     assert done.returncode == 1
     assert done.stderr.startswith('manage.py migrate: cannot reach the database: ')
     assert done.stderr.count('\n') == 1 and 'Traceback' not in done.stderr
+
+
+def test_the_throwaway_cluster_is_removed_when_the_test_run_is_stopped():
+    proc = subprocess.Popen([str(ROOT / '.venv' / 'bin' / 'python'), 'devdb.py', 'test-run', '--', 'sleep', '60'],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        home = re.search(r'throwaway PostgreSQL cluster in (\S+)', proc.stderr.readline())[1]
+        assert os.path.isdir(home) and processes_mentioning(home)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not os.path.exists(home) and not processes_mentioning(home)
