@@ -310,7 +310,7 @@ TAGS = [
     {'name': 'Operations', 'description': 'Health, readiness and this description; no credentials needed.'},
 ]
 _TAG_PREFIXES = (('/api/v1/accounts', 'Sign-up and accounts'), ('/api/v1/profile', 'Profile'),
-                 ('/auth/', 'Sessions and confirmation'))
+                 ('/auth/', 'Sessions and confirmation'), ('/resend_confirmation', 'Sessions and confirmation'))
 
 
 def tag_for(path):
@@ -394,6 +394,13 @@ OPERATIONS = {
         'Set a new password with a reset link',
         'With the `reset_password_token` of the mailed link: sets the password, confirms the address, ends '
         'every other session and signs in.' + _TOKEN_NOTE),
+    'POST /resend_confirmation': (
+        'Mail the confirmation link again, signed out',
+        'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
+        '`{}` with the same timing whether or not the address belongs to a user. Rate limited like password '
+        'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.'),
+    'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
+                 '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
     'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
     'GET /readyz': ('Readiness', 'The database answers and every migration is applied; else 503.'),
     'GET /api/v1/openapi.json': ('This document', 'The OpenAPI 3.1 description of the API, which '
@@ -433,7 +440,8 @@ EXAMPLES = {
     'empty': {},
     'signed_in': {'data': _USER},
     'signed_out': {'success': True},
-    'token_valid': {'success': True, 'data': _USER},
+    'token_valid': {'payload': {'success': True, 'data': _USER}},
+    'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
     'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
                         'its way.'},
     'bad_request': {'message': 'The body is not valid JSON'},
@@ -468,6 +476,7 @@ REQUEST_EXAMPLES = {
     'sign_in': {'email': 'ada@example.com', 'password': 'a long passphrase'},
     'confirmation_create': {'confirmation_token': 'q8Zp3X0yT1rW6sV9uB2nM5kJ4hG7fD0c'},
     'password_reset_create': {'email': 'ada@example.com'},
+    'resend_confirmation': {'email': 'ada@example.com'},
     'password_reset_update': {'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
                               'password': 'a new long passphrase',
                               'password_confirmation': 'a new long passphrase'},
@@ -485,10 +494,10 @@ def describe(document):
                 operation['summary'] = summary
             if description:
                 operation['description'] = description
-            for content in operation.get('requestBody', {}).get('content', {}).values():
-                stem = content['schema']['$ref'].rpartition('/')[2]
-                if stem in REQUEST_EXAMPLES:
-                    content['example'] = REQUEST_EXAMPLES[stem]
+            # JSON only: a form or multipart body shows its fields by itself.
+            content = operation.get('requestBody', {}).get('content', {}).get('application/json')
+            if content and content['schema']['$ref'].rpartition('/')[2] in REQUEST_EXAMPLES:
+                content['example'] = REQUEST_EXAMPLES[content['schema']['$ref'].rpartition('/')[2]]
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
                 if name in EXAMPLES:
