@@ -114,6 +114,12 @@ def latest_mail(mail_dir, to, timeout=20):
 def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_path):
     hba_before = system_hba_files()
     copy = fresh_copy(tmp_path)
+    python = str(copy / '.venv' / 'bin' / 'python')
+    # Before any scripts/run: no database to find, and the one line says what to do.
+    nothing = subprocess.run([python, 'manage.py', 'migrate'], cwd=copy, env=clean_env(), capture_output=True,
+                             text=True, timeout=60)
+    assert nothing.returncode == 2 and 'scripts/run' in nothing.stderr and 'DATABASE_URL' in nothing.stderr
+    assert nothing.stderr.count('\n') == 1, nothing.stderr
     console = tmp_path / 'console.log'
     run = Run(copy, free_port(), console)
     cluster_home = None
@@ -142,7 +148,6 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
         # The console announced the message with its recipient, subject and link.
         assert any(email_address in line and link in line for line in run.output().splitlines())
 
-        python = str(copy / '.venv' / 'bin' / 'python')
         created = subprocess.run([python, 'manage.py', 'create-user', '--email', unique_email('operator'),
                                   '--name', 'Operator', '--password', PASSWORD, '--confirmed'],
                                  cwd=copy, env=clean_env(), capture_output=True, text=True, timeout=60)
