@@ -310,6 +310,7 @@ TAGS = [
     {'name': 'Operations', 'description': 'Health, readiness and this description; no credentials needed.'},
 ]
 _TAG_PREFIXES = (('/api/v1/accounts', 'Sign-up and accounts'), ('/api/v1/profile', 'Profile'),
+                 ('/api/v1/password_policy', 'Profile'),
                  ('/auth/', 'Sessions and confirmation'), ('/resend_confirmation', 'Sessions and confirmation'))
 
 
@@ -399,6 +400,17 @@ OPERATIONS = {
         'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
         '`{}` with the same timing whether or not the address belongs to a user. Rate limited like password '
         'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.'),
+    'POST /auth/email_revert': (
+        'Undo an e-mail change',
+        'With the `token` of the link mailed to the old address when the address was changed '
+        '(`.../app/auth/email_revert?token=T`, valid 7 days): restores the old address, cancels the pending '
+        'change, ends every session and the access token, clears the password and mails a password-reset '
+        'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.'),
+    'GET /api/v1/password_policy': (
+        'The password rules',
+        'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
+        '72 bytes, not a common password, not containing your name or e-mail, not the current one (and not '
+        'a known breached one when the operator turned that check on).'),
     'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
                  '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
     'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
@@ -441,6 +453,7 @@ EXAMPLES = {
     'signed_in': {'data': _USER},
     'signed_out': {'success': True},
     'token_valid': {'payload': {'success': True, 'data': _USER}},
+    'password_policy': {'min_length': 8, 'max_bytes': 72, 'checks': ['common', 'personal', 'reuse']},
     'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
     'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
                         'its way.'},
@@ -477,6 +490,7 @@ REQUEST_EXAMPLES = {
     'confirmation_create': {'confirmation_token': 'q8Zp3X0yT1rW6sV9uB2nM5kJ4hG7fD0c'},
     'password_reset_create': {'email': 'ada@example.com'},
     'resend_confirmation': {'email': 'ada@example.com'},
+    'email_revert': {'token': 'Zr5Tq8Wm1Kp4Xn7Bv0Cy3Hd6Fj9Lg2Sa'},
     'password_reset_update': {'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
                               'password': 'a new long passphrase',
                               'password_confirmation': 'a new long passphrase'},

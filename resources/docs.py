@@ -54,7 +54,6 @@ def _directory(package):
 
 def _secure(resp):
     resp.set_header('Content-Security-Policy', CONTENT_SECURITY_POLICY)
-    resp.set_header('X-Content-Type-Options', 'nosniff')
 
 
 class DocsPage:
