@@ -5,6 +5,7 @@ lives under pytest's 0700 temporary directory, which the postgres user cannot en
 root, that exercises the embedded cluster's home outside the checkout.
 """
 
+import contextlib
 import email
 import email.policy
 import glob
@@ -94,11 +95,6 @@ class Run:
         self.proc.send_signal(signum)
         return self.proc.wait(timeout=60)
 
-    def kill_group(self):
-        """Last resort for a failed test: everything this run started."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-
 
 def latest_mail(mail_dir, to, timeout=20):
     deadline = time.monotonic() + timeout
@@ -173,10 +169,12 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
         assert not left, f'still running after SIGTERM: {left}'
         assert not (copy / 'var' / 'run' / 'run.pid').exists()
     finally:
-        run.kill_group()
-        if cluster_home and cluster_home.startswith('/var/tmp/frontdesk-postgres-'):
-            for pid in processes_mentioning(cluster_home):
+        # After a failure: whatever runs in the copy (scripts/run, gunicorn, the mail
+        # worker) or on its cluster is this test's own.
+        for pid in processes_mentioning(str(copy), *filter(None, [cluster_home])):
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        if cluster_home and cluster_home.startswith('/var/tmp/frontdesk-postgres-'):
             shutil.rmtree(cluster_home, ignore_errors=True)
     assert system_hba_files() == hba_before
 
