@@ -411,6 +411,29 @@ OPERATIONS = {
         'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
         '72 bytes, not a common password, not containing your name or e-mail, not the current one (and not '
         'a known breached one when the operator turned that check on).'),
+    'GET /api/v1/profile/sessions': (
+        'List your sessions',
+        'One entry per sign-in (device), most recently active first, unexpired only; `current` marks this '
+        'one. Browser, platform and device come from the User-Agent of the sign-in. Token headers only '
+        '(403 with `api_access_token`).'),
+    'DELETE /api/v1/profile/sessions': (
+        'End every other session', 'Signs out every device but this one; 200 `{"revoked": N}`. Token headers '
+        'only (403 with `api_access_token`).'),
+    'DELETE /api/v1/profile/sessions/{session_id}': (
+        'End one session', 'Signs that device out; 200 `{}`. This session itself is a 422 (sign out '
+        'instead); another user\'s or an unknown id is a 404. Token headers only.'),
+    'GET /api/v1/profile/audit_events': (
+        'Your security events',
+        'Sign-ins, password and e-mail changes, sessions ended and the like, newest first; page with '
+        '`before=<next_before>` and `limit` (at most 100).' + _SIGNED_IN_NOTE),
+    'GET /api/v1/accounts/{account_id}/audit_events': (
+        "An account's security events",
+        'The events that concern the account and its members\' sign-ins, newest first, paged like your own; '
+        'filters `event`, `user_id`, `since`, `until`.' + _ADMIN_NOTE),
+    'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
+        'Sign a member out everywhere',
+        'Ends every session of that member (and its access token with `?include_access_token=true`); '
+        '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE),
     'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
                  '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
     'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
@@ -433,6 +456,9 @@ _USER = {
     'accounts': [_MEMBERSHIP], 'created_at': _NOW, 'type': None, 'inviter_id': None,
     'pubsub_token': 'b1Xr4UqE2Yt7NwZc5VhK9pLa', 'mfa_enabled': False,
 }
+_SESSION_EXAMPLE = {'id': 91, 'client_name': None, 'browser_name': 'Firefox', 'browser_version': '128.0',
+            'platform_name': 'Linux', 'device_name': None, 'ip_address': '203.0.113.9', 'created_at': _NOW,
+            'last_activity_at': _NOW, 'expires_at': '2026-03-16T09:30:00.000Z', 'current': True}
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
 
 # Response examples by RESPONSES name.
@@ -454,6 +480,16 @@ EXAMPLES = {
     'signed_out': {'success': True},
     'token_valid': {'payload': {'success': True, 'data': _USER}},
     'password_policy': {'min_length': 8, 'max_bytes': 72, 'checks': ['common', 'personal', 'reuse']},
+    'sessions': [_SESSION_EXAMPLE],
+    'revoked': {'revoked': 2},
+    'sessions_limit_reached': {'sessions_limit_reached': True, 'sessions': [{**_SESSION_EXAMPLE, 'current': False}]},
+    'member_signed_out': {'revoked': 3},
+    'cannot_revoke_current': {'error': 'You cannot revoke the current session.'},
+    'audit_events': {'events': [{'id': 1201, 'created_at': _NOW, 'event': 'sign_in_succeeded', 'actor_id': 7,
+                                 'subject_id': 7, 'account_id': None, 'ip_address': '203.0.113.9',
+                                 'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
+                                 'session_id': 91, 'details': {}}],
+                     'next_before': None},
     'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
     'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
                         'its way.'},

@@ -87,13 +87,19 @@ def routes(pool, queries, config, validators):
 def answer_head_like_get(resource):
     """HEAD on every GET route (SPEC 16), declared as GET is, in this one place.
 
-    Falcon sends no body for HEAD but keeps the headers GET would send.
+    Every per-method declaration of the resource (``access``, ``query``,
+    ``caller_document``, ``rate_limits``...) gets for HEAD what it says for GET. Falcon
+    sends no body for HEAD but keeps the headers GET would send.
     """
-    if hasattr(resource, 'on_get') and not hasattr(resource, 'on_head'):
-        resource.on_head = resource.on_get
-        resource.access = {**resource.access, 'HEAD': resource.access['GET']}
-        if 'GET' in getattr(resource, 'caller_document', ()):
-            resource.caller_document = (*resource.caller_document, 'HEAD')
+    if not hasattr(resource, 'on_get') or hasattr(resource, 'on_head'):
+        return
+    resource.on_head = resource.on_get
+    for name in {*vars(type(resource)), *vars(resource)}:
+        declared = getattr(resource, name)
+        if isinstance(declared, dict) and 'GET' in declared:
+            setattr(resource, name, {**declared, 'HEAD': declared['GET']})
+        elif isinstance(declared, (tuple, frozenset, set)) and 'GET' in declared:
+            setattr(resource, name, type(declared)([*declared, 'HEAD']))
 
 
 def check_access_declarations(route_table):
