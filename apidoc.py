@@ -236,6 +236,8 @@ def _response(names, status, level):
     schemas = [{'$ref': _component_ref(RESPONSES[name][1], None)} for name in names]
     return {
         'description': ' Or: '.join(RESPONSES[name][0] for name in names),
+        # Read (and removed) by describe(), which picks the example.
+        'x-names': names,
         'headers': headers,
         'content': {'application/json': {'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}}},
     }
@@ -275,10 +277,13 @@ def build(route_table, schemas):
     """The document for ``route_table`` ([(template, resource)]); ``schemas`` by file stem."""
     paths = {}
     for template, resource in route_table:
+        if getattr(resource, 'undocumented', False):
+            continue
         path, _ = _path(template)
-        for method in sorted(getattr(resource, 'access', {})):
+        # HEAD mirrors GET (app.answer_head_like_get) and is left out.
+        for method in sorted(set(getattr(resource, 'access', {})) - {'HEAD'}):
             paths.setdefault(path, {})[method.lower()] = _operation(template, resource, method, schemas)
-    return {
+    return describe({
         'openapi': '3.1.0',
         'info': {'title': 'Frontdesk accounts API', 'version': VERSION, 'description': DESCRIPTION},
         'paths': paths,
@@ -287,4 +292,264 @@ def build(route_table, schemas):
             'headers': _header_components(),
             'securitySchemes': SECURITY_SCHEMES,
         },
-    }
+    })
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 11: what a reader of /api/v1/docs needs beyond the shapes: tags, a summary and a
+# description per operation, and examples (tests/test_openapi.py validates every example
+# against its schema, and checks that no operation lacks them).
+
+TAGS = [
+    {'name': 'Sign-up and accounts', 'description': 'Sign up (a user, an account and its administrator '
+     'membership in one request), read and change an account, its cache keys and the heartbeat.'},
+    {'name': 'Profile', 'description': "The caller's own user: name, e-mail, password, avatar, availability, "
+     'settings per account.'},
+    {'name': 'Sessions and confirmation', 'description': 'Sign in and out, check a token, confirm an address, '
+     'reset a forgotten password. Links to confirm and reset arrive by e-mail.'},
+    {'name': 'Operations', 'description': 'Health, readiness and this description; no credentials needed.'},
+]
+_TAG_PREFIXES = (('/api/v1/accounts', 'Sign-up and accounts'), ('/api/v1/profile', 'Profile'),
+                 ('/api/v1/password_policy', 'Profile'),
+                 ('/auth/', 'Sessions and confirmation'), ('/resend_confirmation', 'Sessions and confirmation'))
+
+
+def tag_for(path):
+    return next((tag for prefix, tag in _TAG_PREFIXES if path.startswith(prefix)), 'Operations')
+
+
+_TOKEN_NOTE = ' Answers with the five token headers (`access-token`, `token-type`, `client`, `expiry`, `uid`).'
+_SIGNED_IN_NOTE = ' Needs the token headers of a sign-in or `api_access_token`.'
+_ADMIN_NOTE = ' Administrators of the account only (an agent gets 401 with the role body).'
+
+# 'METHOD path': (summary, description)
+OPERATIONS = {
+    'POST /api/v1/accounts': (
+        'Sign up, or add an account',
+        'Without credentials: creates the user (unconfirmed), the account, the administrator membership and '
+        'the API access token, and mails a confirmation link; sign-in needs the confirmed address. With '
+        'credentials: adds a new account to the caller as its administrator (only `account_name` needed).'
+        ' Refused parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per 30 minutes.'
+        + _TOKEN_NOTE),
+    'GET /api/v1/accounts/{account_id}': (
+        'Read an account', 'The account, for its members; anyone else gets 404.' + _SIGNED_IN_NOTE),
+    'PUT /api/v1/accounts/{account_id}': (
+        'Change an account',
+        'Only the fields sent change; `timezone`, `industry` and `company_size` are kept in '
+        '`custom_attributes`. All failures are reported together in one 422, and nothing is written then.'
+        + _ADMIN_NOTE),
+    'PATCH /api/v1/accounts/{account_id}': ('Change an account', 'The same as PUT.' + _ADMIN_NOTE),
+    'GET /api/v1/accounts/{account_id}/cache_keys': (
+        "Read an account's cache keys",
+        'Epoch seconds of the last change of labels, inboxes and teams, for client caches; sent with '
+        '`Cache-Control: max-age=10, private, stale-while-revalidate=300`.' + _SIGNED_IN_NOTE),
+    'POST /api/v1/accounts/{account_id}/update_active_at': (
+        'Heartbeat in an account',
+        "Stamps the caller's membership as active now: `availability_status` stays as set for 5 minutes "
+        'after the last heartbeat when `auto_offline` is on.' + _SIGNED_IN_NOTE),
+    'GET /api/v1/profile': ('Read your profile', 'The user JSON of the caller.' + _SIGNED_IN_NOTE),
+    'PUT /api/v1/profile': (
+        'Change your profile',
+        'Fields go under `profile`; only those sent change. A new `email` waits in `unconfirmed_email` '
+        'until the link mailed to it is used. A new `password` needs `current_password` and ends every '
+        'other session. As multipart/form-data, `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, '
+        'WebP).' + _SIGNED_IN_NOTE),
+    'PATCH /api/v1/profile': ('Change your profile', 'The same as PUT.' + _SIGNED_IN_NOTE),
+    'DELETE /api/v1/profile/avatar': ('Remove your avatar', 'Idempotent.' + _SIGNED_IN_NOTE),
+    'POST /api/v1/profile/availability': (
+        'Set your availability in an account', '`online`, `offline` or `busy`, for one of your accounts.'
+        + _SIGNED_IN_NOTE),
+    'POST /api/v1/profile/auto_offline': (
+        'Set auto-offline in an account', 'Whether you appear offline after 5 minutes without a heartbeat.'
+        + _SIGNED_IN_NOTE),
+    'PUT /api/v1/profile/set_active_account': (
+        'Make an account your current one', 'It becomes the `account_id` of your user JSON.'
+        + _SIGNED_IN_NOTE),
+    'POST /api/v1/profile/reset_access_token': (
+        'Replace your API access token',
+        'A new `access_token`; the old one stops working at once. Needs the token headers of a sign-in '
+        '(403 with `api_access_token`).'),
+    'POST /api/v1/profile/resend_confirmation': (
+        'Mail the confirmation link again',
+        'When your address (or a pending new one) is unconfirmed, mails a fresh link; otherwise sends '
+        'nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE),
+    'POST /auth/sign_in': (
+        'Sign in',
+        'E-mail (any case) and password of a confirmed user. Wrong e-mail or password are the same 401; '
+        'an unconfirmed address is a 401 with `error_code: user_not_confirmed`. 5 tries per IP per 5 '
+        'minutes, 10 per address per 15 minutes.' + _TOKEN_NOTE),
+    'DELETE /auth/sign_out': (
+        'Sign out', 'Revokes the token of the request; it gets 401 afterwards. Needs the token headers.'),
+    'GET /auth/validate_token': (
+        'Check your token', 'The user JSON when the credentials are valid, else 401.'),
+    'POST /auth/confirmation': (
+        'Confirm an e-mail address',
+        'With the `confirmation_token` of the mailed link (`.../app/auth/confirmation?confirmation_token=T`):'
+        ' confirms the address (a pending new one becomes `email`) and signs in. Tokens work once and '
+        'expire after 3 days.' + _TOKEN_NOTE),
+    'POST /auth/password': (
+        'Ask for a password reset link',
+        'Always the same answer, whether or not the address belongs to a user; a user gets a link '
+        '(`.../app/auth/password/edit?reset_password_token=T`), valid 6 hours.'),
+    'PUT /auth/password': (
+        'Set a new password with a reset link',
+        'With the `reset_password_token` of the mailed link: sets the password, confirms the address, ends '
+        'every other session and signs in.' + _TOKEN_NOTE),
+    'POST /resend_confirmation': (
+        'Mail the confirmation link again, signed out',
+        'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
+        '`{}` with the same timing whether or not the address belongs to a user. Rate limited like password '
+        'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.'),
+    'POST /auth/email_revert': (
+        'Undo an e-mail change',
+        'With the `token` of the link mailed to the old address when the address was changed '
+        '(`.../app/auth/email_revert?token=T`, valid 7 days): restores the old address, cancels the pending '
+        'change, ends every session and the access token, clears the password and mails a password-reset '
+        'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.'),
+    'GET /api/v1/password_policy': (
+        'The password rules',
+        'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
+        '72 bytes, not a common password, not containing your name or e-mail, not the current one (and not '
+        'a known breached one when the operator turned that check on).'),
+    'GET /api/v1/profile/sessions': (
+        'List your sessions',
+        'One entry per sign-in (device), most recently active first, unexpired only; `current` marks this '
+        'one. Browser, platform and device come from the User-Agent of the sign-in. Token headers only '
+        '(403 with `api_access_token`).'),
+    'DELETE /api/v1/profile/sessions': (
+        'End every other session', 'Signs out every device but this one; 200 `{"revoked": N}`. Token headers '
+        'only (403 with `api_access_token`).'),
+    'DELETE /api/v1/profile/sessions/{session_id}': (
+        'End one session', 'Signs that device out; 200 `{}`. This session itself is a 422 (sign out '
+        'instead); another user\'s or an unknown id is a 404. Token headers only.'),
+    'GET /api/v1/profile/audit_events': (
+        'Your security events',
+        'Sign-ins, password and e-mail changes, sessions ended and the like, newest first; page with '
+        '`before=<next_before>` and `limit` (at most 100).' + _SIGNED_IN_NOTE),
+    'GET /api/v1/accounts/{account_id}/audit_events': (
+        "An account's security events",
+        'The events that concern the account and its members\' sign-ins, newest first, paged like your own; '
+        'filters `event`, `user_id`, `since`, `until`.' + _ADMIN_NOTE),
+    'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
+        'Sign a member out everywhere',
+        'Ends every session of that member (and its access token with `?include_access_token=true`); '
+        '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE),
+    'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
+                 '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
+    'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
+    'GET /readyz': ('Readiness', 'The database answers and every migration is applied; else 503.'),
+    'GET /api/v1/openapi.json': ('This document', 'The OpenAPI 3.1 description of the API, which '
+                                 '`/api/v1/docs` renders.'),
+}
+
+_NOW = '2026-01-15T09:30:00.000Z'
+_MEMBERSHIP = {
+    'id': 42, 'name': 'Acme', 'status': 'active', 'locale': 'en', 'active_at': _NOW, 'role': 'administrator',
+    'permissions': ['administrator'], 'availability': 'online', 'availability_status': 'online',
+    'auto_offline': True,
+}
+_USER = {
+    'id': 7, 'name': 'Ada Lovelace', 'display_name': None, 'available_name': 'Ada Lovelace',
+    'email': 'ada@example.com', 'unconfirmed_email': None, 'uid': 'ada@example.com', 'provider': 'email',
+    'confirmed': True, 'access_token': 'x3M9mXGvT5Qm0dJf2pWq8sLk', 'account_id': 42, 'role': 'administrator',
+    'avatar_url': '', 'custom_attributes': {}, 'ui_settings': {'theme': 'dark'}, 'message_signature': None,
+    'accounts': [_MEMBERSHIP], 'created_at': _NOW, 'type': None, 'inviter_id': None,
+    'pubsub_token': 'b1Xr4UqE2Yt7NwZc5VhK9pLa', 'mfa_enabled': False,
+}
+_SESSION_EXAMPLE = {'id': 91, 'client_name': None, 'browser_name': 'Firefox', 'browser_version': '128.0',
+            'platform_name': 'Linux', 'device_name': None, 'ip_address': '203.0.113.9', 'created_at': _NOW,
+            'last_activity_at': _NOW, 'expires_at': '2026-03-16T09:30:00.000Z', 'current': True}
+_CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
+
+# Response examples by RESPONSES name.
+EXAMPLES = {
+    'health': {'status': 'ok'},
+    'ready': {'status': 'ready'},
+    'not_ready': {'message': 'Service temporarily unavailable', 'database': True,
+                  'pending_migrations': ['0005_example']},
+    'openapi': {'openapi': '3.1.0', 'info': {'title': 'Frontdesk accounts API', 'version': '1'}, 'paths': {},
+                'components': {}},
+    'user': _USER,
+    'account': {'id': 42, 'name': 'Acme Inc', 'locale': 'en', 'domain': None, 'support_email': None,
+                'auto_resolve_duration': None, 'status': 'active',
+                'custom_attributes': {'timezone': 'Europe/Paris'}, 'created_at': _NOW, 'cache_keys': _CACHE_KEYS,
+                'features': {}, 'latest_chatwoot_version': None},
+    'cache_keys': {'cache_keys': _CACHE_KEYS},
+    'empty': {},
+    'signed_in': {'data': _USER},
+    'signed_out': {'success': True},
+    'token_valid': {'payload': {'success': True, 'data': _USER}},
+    'password_policy': {'min_length': 8, 'max_bytes': 72, 'checks': ['common', 'personal', 'reuse']},
+    'sessions': [_SESSION_EXAMPLE],
+    'revoked': {'revoked': 2},
+    'sessions_limit_reached': {'sessions_limit_reached': True, 'sessions': [{**_SESSION_EXAMPLE, 'current': False}]},
+    'member_signed_out': {'revoked': 3},
+    'cannot_revoke_current': {'error': 'You cannot revoke the current session.'},
+    'audit_events': {'events': [{'id': 1201, 'created_at': _NOW, 'event': 'sign_in_succeeded', 'actor_id': 7,
+                                 'subject_id': 7, 'account_id': None, 'ip_address': '203.0.113.9',
+                                 'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
+                                 'session_id': 91, 'details': {}}],
+                     'next_before': None},
+    'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
+    'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
+                        'its way.'},
+    'bad_request': {'message': 'The body is not valid JSON'},
+    'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
+    'not_authorized': {'error': 'You are not authorized to do this action'},
+    'needs_session': {'error': 'This action needs a signed-in session'},
+    'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
+    'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
+    'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},
+    'not_found': {'error': 'Resource could not be found'},
+    'too_large': {'message': 'Request body is too large (maximum is 1048576 bytes)'},
+    'unsupported_media_type': {'message': 'Content-Type must be application/json'},
+    'unprocessable': {'message': "Name can't be blank, Locale is not included in the list",
+                      'attributes': ['name', 'locale']},
+    'rate_limited': {'message': 'Retry later'},
+    'internal_error': {'message': 'Internal server error', 'request_id': '5f0c6b1e2a9d4c7e8b3a1f2d4e6c8a0b'},
+    'unavailable': {'message': 'Service temporarily unavailable'},
+    'bad_gateway': {'message': 'Service temporarily unavailable'},
+    'gateway_timeout': {'message': 'Service temporarily unavailable'},
+}
+
+# Request body examples by schema file stem.
+REQUEST_EXAMPLES = {
+    'account_create': {'account_name': 'Acme', 'email': 'ada@example.com', 'user_full_name': 'Ada Lovelace',
+                       'password': 'a long passphrase', 'locale': 'en'},
+    'account_update': {'name': 'Acme Inc', 'timezone': 'Europe/Paris', 'auto_resolve_duration': 7},
+    'profile_update': {'profile': {'display_name': 'Ada L.', 'ui_settings': {'theme': 'dark'},
+                                   'phone_number': '+33123456789'}},
+    'profile_availability': {'profile': {'account_id': 42, 'availability': 'busy'}},
+    'profile_auto_offline': {'profile': {'account_id': 42, 'auto_offline': False}},
+    'profile_active_account': {'profile': {'account_id': 42}},
+    'sign_in': {'email': 'ada@example.com', 'password': 'a long passphrase'},
+    'confirmation_create': {'confirmation_token': 'q8Zp3X0yT1rW6sV9uB2nM5kJ4hG7fD0c'},
+    'password_reset_create': {'email': 'ada@example.com'},
+    'resend_confirmation': {'email': 'ada@example.com'},
+    'email_revert': {'token': 'Zr5Tq8Wm1Kp4Xn7Bv0Cy3Hd6Fj9Lg2Sa'},
+    'password_reset_update': {'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
+                              'password': 'a new long passphrase',
+                              'password_confirmation': 'a new long passphrase'},
+}
+
+
+def describe(document):
+    """Add tags, summaries, descriptions and examples to a built document, in place."""
+    document['tags'] = TAGS
+    for path, operations in document['paths'].items():
+        for method, operation in operations.items():
+            summary, description = OPERATIONS.get(f'{method.upper()} {path}', (None, None))
+            operation['tags'] = [tag_for(path)]
+            if summary:
+                operation['summary'] = summary
+            if description:
+                operation['description'] = description
+            # JSON only: a form or multipart body shows its fields by itself.
+            content = operation.get('requestBody', {}).get('content', {}).get('application/json')
+            if content and content['schema']['$ref'].rpartition('/')[2] in REQUEST_EXAMPLES:
+                content['example'] = REQUEST_EXAMPLES[content['schema']['$ref'].rpartition('/')[2]]
+            for response in operation['responses'].values():
+                name = response.pop('x-names')[0]
+                if name in EXAMPLES:
+                    response['content']['application/json']['example'] = EXAMPLES[name]
+    return document

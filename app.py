@@ -1,13 +1,13 @@
 """The Frontdesk WSGI application: ``create_app()`` wires config, pool, middleware, routes."""
 
-import logging
-
 import falcon
 
 import apidoc
 import config as config_module
 import db
 import errors
+import logs
+from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
 from middleware.auth import TokenAuth
@@ -29,6 +29,7 @@ from resources import JSON
 from resources import accounts
 from resources import audit_events
 from resources import confirmations
+from resources import docs
 from resources import health
 from resources import openapi
 from resources import password_policy
@@ -77,9 +78,28 @@ def routes(pool, queries, config, validators):
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
     if config.signup_enabled:
         table.append(('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)))
+    table += [(docs.DOCS_PATH, docs.DocsPage()), (docs.DOCS_PATH + '/assets/{name}', docs.DocsAsset())]
     # Last: it describes every route above, and itself.
     table.append((apidoc.OPENAPI_PATH, openapi.OpenAPIDocument(table, validators)))
     return table
+
+
+def answer_head_like_get(resource):
+    """HEAD on every GET route (SPEC 16), declared as GET is, in this one place.
+
+    Every per-method declaration of the resource (``access``, ``query``,
+    ``caller_document``, ``rate_limits``...) gets for HEAD what it says for GET. Falcon
+    sends no body for HEAD but keeps the headers GET would send.
+    """
+    if not hasattr(resource, 'on_get') or hasattr(resource, 'on_head'):
+        return
+    resource.on_head = resource.on_get
+    for name in {*vars(type(resource)), *vars(resource)}:
+        declared = getattr(resource, name)
+        if isinstance(declared, dict) and 'GET' in declared:
+            setattr(resource, name, {**declared, 'HEAD': declared['GET']})
+        elif isinstance(declared, (tuple, frozenset, set)) and 'GET' in declared:
+            setattr(resource, name, type(declared)([*declared, 'HEAD']))
 
 
 def check_access_declarations(route_table):
@@ -98,18 +118,22 @@ def check_access_declarations(route_table):
 
 def create_app(config=None, pool=None):
     """Build the app. Tests inject ``config`` and ``pool``; gunicorn calls it bare."""
-    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s %(message)s')
     config = config or config_module.load_or_exit()
+    logs.configure(config.log_format)
     pool = pool or db.create_pool(config)
     queries = db.load_queries()
     validators = load_validators()
     # Read the common-password list now, not in the first request that needs it.
     passwords.common_passwords()
     route_table = routes(pool, queries, config, validators)
+    for _, resource in route_table:
+        answer_head_like_get(resource)
     check_access_declarations(route_table)
 
     middleware = [
-        # First, so its process_response runs last, after everything else answered.
+        # First, so its line has the final status and the whole duration.
+        AccessLog(),
+        # Next, so its process_response runs after everything else answered.
         DrainRequestBody(config.avatar_max_bytes + MULTIPART_OVERHEAD),
         # Early, so that its headers go on every answer, errors and 404s included.
         SecurityHeaders(),

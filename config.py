@@ -3,6 +3,7 @@
 import dataclasses
 import ipaddress
 import os
+import pathlib
 import sys
 import urllib.parse
 
@@ -10,6 +11,11 @@ SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
 SMTP_TLS_MODES = ('starttls', 'implicit', 'off')
 NO_IDLE_TIMEOUT_SECONDS = 100 * 365 * 86400
+# Issue 11: where scripts/run's embedded database and development mail live.
+ROOT = pathlib.Path(__file__).resolve().parent
+EMBEDDED_DATABASE_URL_FILE = ROOT / 'var' / 'run' / 'database_url'
+MAIL_DELIVERIES = ('smtp', 'file')
+LOG_FORMATS = ('text', 'json')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +60,10 @@ class Config:
     prepared_statements: bool = True
     # manage.py migrate: a direct connection, for its session-level advisory lock.
     migrate_database_url: str | None = dataclasses.field(default=None, repr=False)
+    # Issue 11: development mail into files, and the log line format.
+    mail_delivery: str = 'smtp'
+    mail_dir: str = str(ROOT / 'var' / 'mail')
+    log_format: str = 'text'
 
     @property
     def idle_seconds(self):
@@ -147,14 +157,38 @@ def _smtp_tls(env):
         raise ConfigError('SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
                           '(set SMTP_TLS=starttls or implicit)')
     return mode
+def _choice(env, name, choices):
+    value = env.get(name) or choices[0]
+    if value not in choices:
+        raise ConfigError(f'{name} must be one of {", ".join(choices)}, got {value!r}')
+    return value
+
+
+def embedded_database_url():
+    """The URL scripts/run wrote for its embedded database, or None (issue 11)."""
+    try:
+        return EMBEDDED_DATABASE_URL_FILE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def mail_dir(env):
+    return env.get('MAIL_DIR') or str(ROOT / 'var' / 'mail')
 
 
 def load(env=None):
-    """Build the Config from ``env`` (default: os.environ) or raise ConfigError."""
+    """Build the Config from ``env`` (default: os.environ) or raise ConfigError.
+
+    Without DATABASE_URL in os.environ, the embedded database of scripts/run is used
+    when there is one, so operator commands need no setup (SPEC 10).
+    """
+    from_os = env is None
     env = os.environ if env is None else env
-    database_url = env.get('DATABASE_URL')
+    database_url = env.get('DATABASE_URL') or (embedded_database_url() if from_os else None)
     if not database_url:
-        raise ConfigError('DATABASE_URL must be set (scripts/run sets it for the embedded database)')
+        raise ConfigError('DATABASE_URL is not set and there is no embedded database (start one with '
+                          'scripts/run, which writes var/run/database_url), or set DATABASE_URL to a '
+                          'PostgreSQL connection string')
     signup = env.get('ENABLE_ACCOUNT_SIGNUP', 'true') or 'true'
     if signup not in SIGNUP_MODES:
         raise ConfigError(f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}')
@@ -197,6 +231,10 @@ def load(env=None):
         # issue 14 (SPEC 16)
         prepared_statements=_bool(env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'),
         migrate_database_url=env.get('MIGRATE_DATABASE_URL') or None,
+        # Issue 11.
+        mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),
+        mail_dir=mail_dir(env),
+        log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),
     )
 
 

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune."""
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox.
+
+Without DATABASE_URL they use scripts/run's embedded database (config.py).
+"""
 
 import argparse
-import logging
+import email
+import email.policy
+import os
+import pathlib
 import signal
 import sys
 import threading
@@ -14,6 +20,7 @@ from psycopg.rows import dict_row
 import config as config_module
 import db
 import errors
+import logs
 from middleware.validation import load_validators
 from services import outbox
 from services import passwords
@@ -65,7 +72,7 @@ def cmd_touch_cache_key(config, args):
 
 
 def cmd_deliver_mail(config, args):
-    logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s %(message)s')
+    logs.configure(config.log_format)
     stop = threading.Event()
     # The message being sent is finished and committed before the worker exits.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -89,6 +96,26 @@ def cmd_prune(config, args):
             sys.exit('prune: this role may not delete audit events; run it as the owner of audit_events '
                      '(the role migrations run as)')
     print(f'prune: {cursor.rowcount} audit event(s) older than {config.audit_retention_days} days deleted')
+
+
+def cmd_mailbox(args):
+    """The latest messages MAIL_DELIVERY=file wrote, newest first, with their links."""
+    directory = pathlib.Path(config_module.mail_dir(os.environ))
+    shown = 0
+    for path in sorted(directory.glob('*.eml'), reverse=True):
+        if shown == args.limit:
+            break
+        with open(path, 'rb') as source:
+            message = email.message_from_binary_file(source, policy=email.policy.default)
+        if args.to and message['To'].addresses[0].addr_spec.lower() != args.to.lower():
+            continue
+        shown += 1
+        print(f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  ({path.name})')
+        for link in outbox.links(message):
+            print(f'    {link}')
+    if not shown:
+        print(f'no messages{" to " + args.to if args.to else ""} in {directory} '
+              '(scripts/run without SMTP_HOST writes them there)')
 
 
 def parser():
@@ -117,13 +144,26 @@ def parser():
 
     commands.add_parser('prune', help='delete audit events older than AUDIT_RETENTION_DAYS (run as the owner)'
                         ).set_defaults(run=cmd_prune)
+
+    mailbox = commands.add_parser('mailbox', help='list the latest development mails (MAIL_DIR) with their links')
+    mailbox.add_argument('--limit', type=int, default=10, help='how many (default 10)')
+    mailbox.add_argument('--to', help='only messages to this address')
+    # Reads files only: works without a database.
+    mailbox.set_defaults(run=cmd_mailbox, offline=True)
     return top
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if getattr(args, 'offline', False):
+        return args.run(args)
     config = config_module.load_or_exit()
-    args.run(config, args)
+    try:
+        args.run(config, args)
+    except psycopg.OperationalError as ex:
+        # One line an operator can act on, not a traceback.
+        reason = ' '.join(line.strip() for line in str(ex).splitlines() if line.strip()) or type(ex).__name__
+        sys.exit(f'manage.py {args.command}: cannot reach the database: {reason}')
 
 
 if __name__ == '__main__':

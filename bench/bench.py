@@ -217,14 +217,16 @@ def server(url, args, extra_env=None, name=''):
     """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off; ``extra_env``
     adds variables, ``name`` tells the access logs of several at once apart."""
     RESULTS.mkdir(exist_ok=True)
-    access_log, server_log = RESULTS / f'access{name}.log', RESULTS / 'server.log'
-    access_log.unlink(missing_ok=True)
+    # The app writes its access lines (status=...) to gunicorn's output: one file per
+    # server, so several at once (--pgbouncer) are told apart.
+    access_log = server_log = RESULTS / f'server{name}.log'
+    server_log.unlink(missing_ok=True)
     port = free_port()
     env = {**os.environ, 'DATABASE_URL': url, 'RATE_LIMITS': 'off', 'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
            'BIND': f'127.0.0.1:{port}', **(extra_env or {})}
     with open(server_log, 'ab') as log:
         proc = subprocess.Popen(
-            [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py', '--access-logfile', str(access_log)],
+            [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f'http://127.0.0.1:{port}'
     try:

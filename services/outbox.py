@@ -1,4 +1,8 @@
-"""Delivering the mail outbox over SMTP: the ``manage.py deliver-mail`` worker.
+"""Delivering the mail outbox: the ``manage.py deliver-mail`` worker.
+
+Over SMTP, or with ``MAIL_DELIVERY=file`` (scripts/run without SMTP_HOST) into
+``MAIL_DIR`` as one .eml file per message, each announced in the log with its
+recipient, subject and links (SPEC 10).
 
 Each message is claimed, sent and marked in one transaction that holds its row lock
 (``FOR UPDATE SKIP LOCKED``), so concurrent workers never send one message twice. If
@@ -11,6 +15,9 @@ import datetime
 import email.message
 import email.utils
 import logging
+import os
+import pathlib
+import re
 import smtplib
 import ssl
 import threading
@@ -68,6 +75,31 @@ def send(config, message):
             smtp.close()
 
 
+_LINK = re.compile(r'https?://[^\s<>"]+')
+
+
+def links(message):
+    """The links of the plain-text part, in order, once each."""
+    body = message.get_body(('plain',))
+    return list(dict.fromkeys(_LINK.findall(body.get_content() if body else '')))
+
+
+def write_file(config, message, mail_id):
+    """Write ``message`` to MAIL_DIR as ``<UTC time>-<outbox id>.eml``; return its path.
+
+    The directory is private (0700): the messages carry sign-in links.
+    """
+    directory = pathlib.Path(config.mail_dir)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime('%Y%m%dT%H%M%S')
+    path = directory / f'{stamp}-{mail_id:08d}.eml'
+    partial = path.with_suffix('.part')
+    with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as out:
+        out.write(message.as_bytes())
+    partial.rename(path)
+    return path
+
+
 def is_permanent(ex):
     """True for a 5xx refusal of the recipient: retrying cannot help."""
     if isinstance(ex, smtplib.SMTPRecipientsRefused):
@@ -83,7 +115,13 @@ def retry_after(attempts):
 def _deliver(conn, queries, config, row):
     try:
         message = build_message(config, row)
-        send(config, message)
+        if config.mail_delivery == 'file':
+            path = write_file(config, message, row['id'])
+            # The development console's inbox: who, what, and the links to follow.
+            log.info('mail %s to %s: %s | %s | %s', row['id'], row['to_address'], row['subject'],
+                     ' '.join(links(message)) or 'no links', path)
+        else:
+            send(config, message)
     except Exception as ex:  # noqa: BLE001 - one bad message must not stop the queue
         give_up = is_permanent(ex) or row['attempts'] + 1 >= MAX_ATTEMPTS
         status = 'failed' if give_up else 'pending'

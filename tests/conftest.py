@@ -55,17 +55,27 @@ def database_url_for(admin_url, name):
     return psycopg.conninfo.make_conninfo(admin_url, dbname=name)
 
 
-@pytest.fixture(scope='session')
-def direct_database_url():
-    """The session's database on the tests' PostgreSQL, migrated over a direct connection."""
-    name = f'frontdesk_test_{uuid.uuid4().hex[:12]}'
+@contextlib.contextmanager
+def new_database(prefix='frontdesk_test', migrate=True):
+    """A database of its own on TEST_DATABASE_URL's server; dropped afterwards."""
+    name = f'{prefix}_{uuid.uuid4().hex[:12]}'
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE {name}')
     url = database_url_for(ADMIN_URL, name)
-    db.migrate(url)
-    yield url
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+    try:
+        if migrate:
+            db.migrate(url)
+        yield url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+
+
+@pytest.fixture(scope='session')
+def direct_database_url():
+    """The session's database on the tests' PostgreSQL, migrated over a direct connection."""
+    with new_database() as url:
+        yield url
 
 
 # --- issue 14: the suite through PgBouncer in transaction mode ---------------------------

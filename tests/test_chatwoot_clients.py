@@ -9,15 +9,12 @@ the mailed links from mail_outbox), and requires every check to pass.
 import re
 import subprocess
 import urllib.parse
-import uuid
 
 import psycopg
 import pytest
 
-import db
-from tests.conftest import ADMIN_URL
 from tests.conftest import ROOT
-from tests.conftest import database_url_for
+from tests.conftest import new_database
 from tests.conftest import run_gunicorn
 
 HARNESS = ROOT.parent / 'shared' / 'clients' / 'chatwoot' / 'run.sh'
@@ -44,14 +41,8 @@ def as_url(conninfo):
 
 @pytest.fixture
 def fresh_database_url():
-    name = f'frontdesk_clients_{uuid.uuid4().hex[:12]}'
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE {name}')
-    url = database_url_for(ADMIN_URL, name)
-    db.migrate(url)
-    yield url
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+    with new_database('frontdesk_clients') as url:
+        yield url
 
 
 def test_the_reference_clients_pass_every_check(fresh_database_url, avatar_dir, tmp_path):

@@ -5,14 +5,12 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
 
 import psycopg
 
 import db
-from tests.conftest import ADMIN_URL
 from tests.conftest import ROOT
-from tests.conftest import database_url_for
+from tests.conftest import new_database
 from tests.conftest import unique_email
 
 
@@ -22,11 +20,7 @@ def manage(env, *args):
 
 
 def test_two_concurrent_migrations_apply_everything_once():
-    name = f'frontdesk_migrate_{uuid.uuid4().hex[:8]}'
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE {name}')
-    url = database_url_for(ADMIN_URL, name)
-    try:
+    with new_database('frontdesk_migrate', migrate=False) as url:
         results = []
         threads = [threading.Thread(target=lambda: results.append(manage({'DATABASE_URL': url}, 'migrate')))
                    for _ in range(2)]
@@ -40,9 +34,6 @@ def test_two_concurrent_migrations_apply_everything_once():
         assert outputs[1].startswith(f'applied {len(db.migration_files())} migration(s)')
         with psycopg.connect(url) as conn:
             assert conn.execute('SELECT count(*) FROM schema_migrations').fetchone()[0] == len(db.migration_files())
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
 
 
 def test_create_user_prints_the_user_and_an_agent_cannot_update_the_account(base_env, admin, testapp, conn):

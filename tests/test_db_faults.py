@@ -11,19 +11,19 @@ from types import SimpleNamespace
 import pytest
 
 import db
+import devdb
 from tests.conftest import free_port
 from tests.conftest import http
 from tests.conftest import run_gunicorn
 from tests.conftest import unique_email
 from tests.pgbouncer import PgBouncer
-from tests.pgcluster import PrivateCluster
 
 
 @pytest.fixture(scope='module')
 def cluster():
-    cluster = PrivateCluster(free_port())
-    cluster.start()
-    db.migrate(cluster.url)
+    # Its own cluster, since these tests stop and restart the server.
+    cluster = devdb.throwaway()
+    db.migrate(cluster.url())
     yield cluster
     cluster.destroy()
 
@@ -32,9 +32,9 @@ def cluster():
 def route(request, cluster):
     """How gunicorn reaches the cluster: directly, or through PgBouncer (``bouncer``)."""
     if request.param == 'direct':
-        yield SimpleNamespace(url=cluster.url, env={}, bouncer=None)
+        yield SimpleNamespace(url=cluster.url(), env={}, bouncer=None)
         return
-    bouncer = PgBouncer(cluster.url, free_port()).start()
+    bouncer = PgBouncer(cluster.url(), free_port()).start()
     yield SimpleNamespace(url=bouncer.url(), env={'DB_PREPARED_STATEMENTS': 'off'}, bouncer=bouncer)
     bouncer.destroy()
 

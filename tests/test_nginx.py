@@ -111,7 +111,8 @@ def test_nginx_request_id_replaces_the_clients_and_both_logs_have_it(proxy, ngin
     request_id = answer.headers['x-request-id']
     assert REQUEST_ID.match(request_id)
     line = next(line for line in gunicorn_log(request_id).splitlines() if request_id in line)
-    assert re.search(rf'method=GET path=/healthz status=200 duration_ms=\d+ request_id={request_id}$', line)
+    assert re.search(rf'client_ip=127\.0\.0\.1 method=GET path=/healthz status=200 duration_ms=[\d.]+ '
+                     rf'request_id={request_id}$', line)
     assert 'chosen-by-the-client' not in gunicorn_log()
     line = next(line for line in read_log(nginx[1], request_id).splitlines() if request_id in line)
     assert re.match(rf'127\.0\.0\.1 \[.+\] "GET /healthz" 200 \d+ [\d.]+ request_id={request_id}$', line)

@@ -49,6 +49,8 @@ def test_every_ref_points_into_the_document(document):
 def test_every_route_and_method_is_described(document, config, pool, queries):
     route_table = app_module.routes(pool, queries, config, load_validators())
     for template, resource in route_table:
+        if getattr(resource, 'undocumented', False):  # the HTML docs page and its files
+            continue
         path = re.sub(r'\{(\w+)[^}]*\}', r'{\1}', template)
         for method, level in resource.access.items():
             operation = document['paths'][path][method.lower()]
@@ -68,7 +70,8 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
             else:
                 assert 'requestBody' not in operation, where
     described = sum(len(operations) for operations in document['paths'].values())
-    assert described == sum(len(resource.access) for _, resource in route_table)
+    assert described == sum(len(resource.access) for _, resource in route_table
+                            if not getattr(resource, 'undocumented', False))
 
 
 def test_security_is_the_token_headers_or_api_access_token(document):
@@ -139,3 +142,35 @@ def test_the_contract_hook_fails_on_what_the_document_does_not_say():
     contract.check('DELETE', '/healthz', {}, 404, headers, b'{"error": "Resource could not be found"}')
     # A route only a test knows is left alone.
     contract.check('GET', '/boom', {}, 500, headers, b'not json')
+
+
+def test_every_operation_has_a_tag_a_summary_a_description_and_examples(document):
+    tags = {tag['name'] for tag in document['tags']}
+    for path, operations in document['paths'].items():
+        for method, operation in operations.items():
+            where = f'{method.upper()} {path}: add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+            assert f'{method.upper()} {path}' in apidoc.OPERATIONS, where
+            assert operation['tags'] and set(operation['tags']) <= tags, where
+            assert operation['summary'] and operation['description'], where
+            for status, response in operation['responses'].items():
+                assert 'example' in response['content']['application/json'], f'{where} ({status})'
+            if 'requestBody' in operation:
+                assert 'example' in operation['requestBody']['content']['application/json'], where
+
+
+def test_every_example_matches_its_schema(document):
+    """Response examples against the document's schemas; request examples against the
+    validators the service applies (with its own keywords)."""
+    validators = load_validators()
+    for path, operations in document['paths'].items():
+        for method, operation in operations.items():
+            for status, response in operation['responses'].items():
+                pointer = contract._pointer('paths', path, method, 'responses', status, 'content', 'application/json',
+                                            'schema')
+                example = response['content']['application/json']['example']
+                errors = list(contract._validator(pointer).iter_errors(example))
+                assert not errors, f'{method.upper()} {path} {status}: {errors[0].message}'
+            request = operation.get('requestBody', {}).get('content', {}).get('application/json')
+            if request:
+                stem = request['schema']['$ref'].rpartition('/')[2]
+                validators[stem].check(request['example'])

@@ -14,6 +14,7 @@ import functools
 import io
 import json
 import os
+import urllib.parse
 import zoneinfo
 
 import hypothesis
@@ -332,3 +333,13 @@ def test_no_address_gets_a_500_where_addresses_are_read(testapp):
             _send(testapp, method, path, body, {'Content-Type': 'application/json'})
 
     run()
+
+
+@hypothesis.settings(max_examples=EXAMPLES * 2, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(name=st.text(min_size=1, max_size=40), method=st.sampled_from(['GET', 'HEAD']))
+def test_no_docs_asset_name_gets_a_500(testapp, name, method):
+    """The docs page's files (HTML and JS, outside the OpenAPI document) by any name."""
+    path = '/api/v1/docs/assets/' + urllib.parse.quote(name, safe='')
+    resp = testapp.request(path, method=method, expect_errors=True)
+    assert resp.status_int in (200, 404), (path, resp.status)

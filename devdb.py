@@ -1,0 +1,245 @@
+"""Private PostgreSQL clusters: scripts/run's embedded database and scripts/test's.
+
+Made with the machine's own server binaries (Debian's postgresql package, the major
+version production runs). Nothing outside the cluster's own directory is changed, and
+no other local user can reach the cluster (SPEC 10):
+
+- the directory (data, unix socket, server log) belongs to the user the server runs
+  as (``postgres`` when we are root, since initdb and pg_ctl refuse root; else the
+  caller) and is mode 0700: only that user (and root) can enter it, so only they can
+  reach the socket. No parent directory is touched;
+- local connections use peer authentication, mapped in pg_ident.conf so that exactly
+  the cluster's user and the user who made it sign in as the superuser ``postgres``;
+- TCP, only when a port is asked for (the test clusters), listens on 127.0.0.1 with
+  scram-sha-256 and a random password that is never written to disk.
+
+Command line (used by scripts/run and scripts/test):
+  devdb.py embedded-start ROOT    start ROOT's embedded cluster, print its URL
+  devdb.py embedded-stop ROOT     stop it (data kept)
+  devdb.py test-run -- CMD...     run CMD with TEST_DATABASE_URL on a throwaway cluster
+"""
+
+import glob
+import hashlib
+import os
+import pathlib
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+SUPERUSER = 'postgres'
+IDENT_MAP = 'owners'
+
+
+def pg_bindir():
+    found = sorted(glob.glob('/usr/lib/postgresql/*/bin'), key=lambda path: int(path.split('/')[-2]))
+    if not found:
+        raise RuntimeError('no PostgreSQL server binaries; scripts/bootstrap installs them')
+    return found[-1]
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """One cluster in ``home`` (``home/data``, the socket and ``home/postgresql.log``).
+
+    ``port``: also listen on 127.0.0.1:port with a password (else unix socket only).
+    """
+
+    def __init__(self, home, port=None):
+        self.home = pathlib.Path(home)
+        self.data = self.home / 'data'
+        self.log = self.home / 'postgresql.log'
+        self.port = port
+        self.bindir = pg_bindir()
+        self.password = None
+        as_root = os.geteuid() == 0
+        self.owner = SUPERUSER if as_root else pwd.getpwuid(os.geteuid()).pw_name
+        self._as = ['runuser', '-u', SUPERUSER, '--'] if as_root else []
+
+    @property
+    def initialised(self):
+        return (self.data / 'PG_VERSION').exists()
+
+    def url(self, dbname='postgres'):
+        if self.port:
+            return (f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
+                    f'/{dbname}')
+        return f'postgresql://{SUPERUSER}@/{dbname}?host={urllib.parse.quote(str(self.home))}'
+
+    def _run(self, tool, *args):
+        result = subprocess.run([*self._as, os.path.join(self.bindir, tool), *args], capture_output=True,
+                                text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f'{tool} failed: {(result.stderr or result.stdout).strip()}')
+        return result
+
+    def _own(self, path):
+        owner = pwd.getpwnam(self.owner)
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+
+    def create(self):
+        """initdb with peer (local) and scram (TCP) authentication; no trust anywhere."""
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.home, 0o700)
+        self._own(self.home)
+        self.password = secrets.token_urlsafe(24)
+        pwfile = self.home / '.initdb-password'
+        pwfile.write_text(self.password + '\n')
+        os.chmod(pwfile, 0o600)
+        self._own(pwfile)
+        try:
+            self._run('initdb', '-D', str(self.data), '-U', SUPERUSER, '-E', 'UTF8', '--auth-local=peer',
+                      '--auth-host=scram-sha-256', f'--pwfile={pwfile}')
+        finally:
+            pwfile.unlink(missing_ok=True)
+        invoker = pwd.getpwuid(os.getuid()).pw_name
+        # Written in place: the files keep initdb's owner and mode (0600).
+        (self.data / 'pg_hba.conf').write_text(
+            '# Written by devdb.py: peer for the owners (pg_ident.conf), a password over TCP.\n'
+            f'local all all peer map={IDENT_MAP}\n'
+            'host all all 127.0.0.1/32 scram-sha-256\n')
+        (self.data / 'pg_ident.conf').write_text(''.join(
+            f'{IDENT_MAP} {user} {SUPERUSER}\n' for user in dict.fromkeys([self.owner, invoker])))
+
+    def _ctl(self, action, *extra):
+        listen = f'-c listen_addresses=127.0.0.1 -p {self.port}' if self.port else "-c listen_addresses=''"
+        options = f"{listen} -k '{self.home}'"
+        self._run('pg_ctl', '-D', str(self.data), '-l', str(self.log), '-o', options, '-w', *extra, action)
+
+    def running(self):
+        status = subprocess.run([*self._as, os.path.join(self.bindir, 'pg_ctl'), 'status', '-D', str(self.data)],
+                                capture_output=True)
+        return status.returncode == 0
+
+    def start(self):
+        self._ctl('start')
+
+    def stop(self):
+        self._ctl('stop', '-m', 'fast')
+
+    def restart(self):
+        self._ctl('restart', '-m', 'fast')
+
+    def destroy(self):
+        try:
+            if self.running():
+                self.stop()
+        finally:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+def throwaway(port=None):
+    """A new cluster in a fresh temporary directory, started; ``destroy()`` removes it."""
+    cluster = Cluster(tempfile.mkdtemp(prefix='frontdesk-pg-'), port or free_port())
+    try:
+        cluster.create()
+        cluster.start()
+    except BaseException:
+        shutil.rmtree(cluster.home, ignore_errors=True)
+        raise
+    return cluster
+
+
+def _can_traverse(user, path):
+    if os.geteuid() != 0:
+        return True
+    return subprocess.run(['runuser', '-u', user, '--', 'test', '-x', str(path)]).returncode == 0
+
+
+def embedded_home(root):
+    """Where ROOT's embedded cluster lives: ROOT/var/postgres, or (when the server's
+    user cannot reach the checkout, e.g. a 0700 home directory) a directory of its own
+    under /var/tmp named after the checkout, with ROOT/var/postgres a symlink to it."""
+    var = pathlib.Path(root).resolve() / 'var'
+    var.mkdir(exist_ok=True)
+    link = var / 'postgres'
+    if link.is_symlink():
+        return link.resolve()
+    if link.exists() or _can_traverse(SUPERUSER, var):
+        return link
+    digest = hashlib.sha256(str(var).encode()).hexdigest()[:12]
+    home = pathlib.Path('/var/tmp') / f'frontdesk-postgres-{digest}'
+    link.symlink_to(home)
+    return home
+
+
+def embedded_start(root):
+    """Start ROOT's embedded cluster (made on first use), create database frontdesk,
+    write its URL to ROOT/var/run/database_url (read by config.py) and return it."""
+    import psycopg
+
+    cluster = Cluster(embedded_home(root))
+    if (pathlib.Path(root) / 'var' / 'pgdata' / 'PG_VERSION').exists():
+        print('scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust authentication);'
+              ' it is no longer used: move its data over with pg_dump if you need it, then delete it',
+              file=sys.stderr)
+    if not cluster.initialised:
+        print(f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}', file=sys.stderr)
+        cluster.create()
+    if not cluster.running():
+        cluster.start()
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'frontdesk'").fetchone():
+            conn.execute('CREATE DATABASE frontdesk')
+    url = cluster.url('frontdesk')
+    run_dir = pathlib.Path(root) / 'var' / 'run'
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / 'database_url').write_text(url + '\n')
+    return url
+
+
+def embedded_stop(root):
+    cluster = Cluster(embedded_home(root))
+    if cluster.initialised and cluster.running():
+        cluster.stop()
+
+
+def test_run(command):
+    """Run ``command`` with TEST_DATABASE_URL on a throwaway cluster, then remove it."""
+    cluster = throwaway()
+    print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)', file=sys.stderr)
+    child = None
+
+    def forward(signum, frame):
+        if child is not None:
+            child.send_signal(signum)
+
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, forward)
+        child = subprocess.Popen(command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()})
+        return child.wait()
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
+        cluster.destroy()
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == 'embedded-start':
+        print(embedded_start(argv[1]))
+    elif len(argv) >= 2 and argv[0] == 'embedded-stop':
+        embedded_stop(argv[1])
+    elif len(argv) >= 3 and argv[0] == 'test-run' and argv[1] == '--':
+        sys.exit(test_run(argv[2:]))
+    else:
+        sys.exit(__doc__.split('Command line')[1])
+
+
+if __name__ == '__main__':
+    try:
+        main(sys.argv[1:])
+    except RuntimeError as ex:
+        sys.exit(f'devdb: {ex}')
