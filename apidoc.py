@@ -18,6 +18,7 @@ from resources import VERSION
 OPENAPI_PATH = '/api/v1/openapi.json'
 _BODIES = 'response_bodies.json#/$defs/'
 _ERRORS = 'response_errors.json#/$defs/'
+_MFA = 'response_mfa.json#/$defs/'
 
 # The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
 # on the successes of requests authenticated with them.
@@ -72,6 +73,22 @@ RESPONSES = {
                      _ERRORS + 'retry_later', ('Retry-After',)),
     'internal_error': ('A bug; the traceback is in the log under request_id.', _ERRORS + 'internal_error', ()),
     'unavailable': ('The database is unreachable.', _ERRORS + 'unavailable', ('Retry-After',)),
+    # Two-factor sign-in (SPEC 12).
+    'mfa_status': ("The caller's two-factor sign-in.", _MFA + 'status', ()),
+    'mfa_provisioning': ('Enrolment started: the secret, shown once.', _MFA + 'provisioning', ()),
+    'mfa_enabled': ('MFA is on; every other session and the access token are revoked; the recovery codes, '
+                    'shown once.', _MFA + 'enabled', ()),
+    'mfa_backup_codes': ('New recovery codes, shown once; the old ones no longer work.',
+                         _MFA + 'new_backup_codes', ()),
+    'mfa_disabled': ('MFA is off; every other session and the access token are revoked.', _MFA + 'disabled', ()),
+    'mfa_challenge': ('Right, but a second factor (mfa_required) or an enrolment (mfa_setup_required) comes '
+                      'first: no token headers.', _MFA + 'challenge', ()),
+    'mfa_unavailable': ('The server has no SECRET_KEY.', _ERRORS + 'mfa_unavailable', ()),
+    'mfa_enrollment_required': ('An account of the caller requires two-factor sign-in, and it is off.',
+                                _ERRORS + 'mfa_enrollment_required', ()),
+    'invalid_mfa_token': ('The mfa_token is unknown, used, expired or has had 5 wrong codes.',
+                          _ERRORS + 'invalid_mfa_token', ()),
+    'invalid_code': ('Wrong code (counted against the mfa_token).', _ERRORS + 'invalid_code', ()),
     'bad_gateway': ('From nginx (deploy/nginx.conf): gunicorn does not answer.', _ERRORS + 'unavailable',
                     ('Retry-After',)),
     'gateway_timeout': ('From nginx (deploy/nginx.conf): gunicorn answers too slowly.', _ERRORS + 'unavailable',
@@ -99,6 +116,7 @@ HEADERS = {
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
 _SIGNED_IN = [*_SESSION, {'apiAccessToken': []}]
+_ENROLMENT = [*_SESSION, {'mfaToken': []}]
 SECURITY_SCHEMES = {
     'accessToken': {'type': 'apiKey', 'in': 'header', 'name': 'access-token',
                     'description': 'Sent with client and uid: the three headers of a sign-in.'},
@@ -106,6 +124,9 @@ SECURITY_SCHEMES = {
     'uid': {'type': 'apiKey', 'in': 'header', 'name': 'uid', 'description': "The user's current e-mail."},
     'apiAccessToken': {'type': 'apiKey', 'in': 'header', 'name': 'api_access_token',
                        'description': "The profile's access_token; its successes echo no token headers."},
+    'mfaToken': {'type': 'apiKey', 'in': 'header', 'name': 'mfa_token',
+                 'description': 'The mfa_token of a 206 mfa_setup_required sign-in: reaches only the '
+                                '/api/v1/profile/mfa endpoints, until MFA is on.'},
 }
 
 DESCRIPTION = """\
@@ -179,17 +200,20 @@ def _statuses(resource, method, level):
     declared = getattr(resource, 'responses', {}).get(method)
     if not declared:
         raise RuntimeError(f'{type(resource).__name__}: no responses declared for {method}')
-    statuses = {status: [name] for status, name in declared.items()}
+    # A status answered for two reasons declares a tuple of names.
+    statuses = {status: [name] if isinstance(name, str) else list(name) for status, name in declared.items()}
 
     def add(status, name):
         statuses.setdefault(status, [])
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'session', 'member', 'administrator'):
+    if level in ('user', 'session', 'enrolment', 'member', 'administrator'):
         add(401, 'unauthenticated')
-    if level == 'session':
+    if level in ('session', 'enrolment'):
         add(403, 'needs_session')
+    if level in ('user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
+        add(403, 'mfa_enrollment_required')
     if level in ('member', 'administrator'):
         add(404, 'not_found')
     if level == 'administrator':
@@ -256,7 +280,8 @@ def _operation(path_template, resource, method, schemas):
     operation = {
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
         'summary': summary or f'{method} {path}',
-        'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION}.get(level, _SIGNED_IN),
+        'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION,
+                     'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
         'parameters': parameters,
         'responses': {str(status): _response(names, status, level)
                       for status, names in _statuses(resource, method, level).items()},

@@ -31,6 +31,7 @@ from resources import audit_events
 from resources import confirmations
 from resources import docs
 from resources import health
+from resources import mfa
 from resources import openapi
 from resources import password_policy
 from resources import profile
@@ -64,6 +65,9 @@ def routes(pool, queries, config, validators):
         ('/api/v1/profile/audit_events', audit_events.ProfileAuditEvents(pool, queries)),
         (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
         (ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions', sessions.MemberSessions(pool, queries, config)),
+        ('/api/v1/profile/mfa', mfa.MFA(pool, queries, config)),
+        ('/api/v1/profile/mfa/verify', mfa.MFAVerify(pool, queries, config)),
+        ('/api/v1/profile/mfa/backup_codes', mfa.MFABackupCodes(pool, queries, config)),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),

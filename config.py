@@ -1,5 +1,7 @@
 """Settings read once from the environment and checked at start."""
 
+import base64
+import binascii
 import dataclasses
 import ipaddress
 import os
@@ -64,6 +66,8 @@ class Config:
     mail_delivery: str = 'smtp'
     mail_dir: str = str(ROOT / 'var' / 'mail')
     log_format: str = 'text'
+    # Issue 13 (MFA): key material for the TOTP secrets; None turns the feature off.
+    secret_key: bytes | None = dataclasses.field(default=None, repr=False)
 
     @property
     def idle_seconds(self):
@@ -176,6 +180,21 @@ def mail_dir(env):
     return env.get('MAIL_DIR') or str(ROOT / 'var' / 'mail')
 
 
+def _secret_key(env):
+    """SECRET_KEY (issue 13): unset is None (MFA off); set, at least 32 bytes of base64."""
+    raw = (env.get('SECRET_KEY') or '').strip()
+    if not raw:
+        return None
+    try:
+        key = base64.b64decode(raw.replace('-', '+').replace('_', '/') + '=' * (-len(raw) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError('SECRET_KEY must be base64 (e.g. the output of `openssl rand -base64 32`)') from None
+    if len(key) < 32:
+        raise ConfigError(f'SECRET_KEY must decode to at least 32 bytes, got {len(key)} '
+                          '(make one with `openssl rand -base64 32`)')
+    return key
+
+
 def load(env=None):
     """Build the Config from ``env`` (default: os.environ) or raise ConfigError.
 
@@ -235,6 +254,7 @@ def load(env=None):
         mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),
         mail_dir=mail_dir(env),
         log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),
+        secret_key=_secret_key(env),
     )
 
 

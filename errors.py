@@ -19,6 +19,11 @@ NOT_FOUND_BODY = {'error': 'Resource could not be found'}
 UNAUTHENTICATED_BODY = {'errors': ['You need to sign in or sign up before continuing.']}
 FORBIDDEN_ROLE_BODY = {'error': 'You are not authorized to do this action'}
 NEEDS_SESSION_BODY = {'error': 'This action needs a signed-in session'}
+MFA_UNAVAILABLE_BODY = {'error': 'MFA feature is not available. Please configure SECRET_KEY.'}
+MFA_ENROLLMENT_REQUIRED_BODY = {'error': 'Your account requires two-factor sign-in: enable it first',
+                                'error_code': 'mfa_enrollment_required'}
+INVALID_MFA_TOKEN_BODY = {'error': 'Invalid or expired MFA token'}
+INVALID_CODE_BODY = {'error': 'Invalid verification code'}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -55,6 +60,34 @@ class NeedsSession(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, NEEDS_SESSION_BODY)
+
+
+class MFAUnavailable(APIError):
+    """An MFA endpoint called while SECRET_KEY is unset (SPEC 12)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, MFA_UNAVAILABLE_BODY)
+
+
+class MFAEnrollmentRequired(APIError):
+    """A member of an account that requires MFA, without it, outside the MFA endpoints."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, MFA_ENROLLMENT_REQUIRED_BODY)
+
+
+class InvalidMFAToken(APIError):
+    """The second sign-in step with an unknown, used, expired or exhausted mfa_token."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_401, INVALID_MFA_TOKEN_BODY)
+
+
+class InvalidCode(APIError):
+    """The second sign-in step with a wrong code (counted against the mfa_token)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_400, INVALID_CODE_BODY)
 
 
 class BadRequest(APIError):

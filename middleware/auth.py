@@ -6,11 +6,17 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 - ``optional``: the caller is looked up when credentials are sent (sign-up);
 - ``user``: any signed-in user;
 - ``session``: a user signed in with the token headers; ``api_access_token`` is refused
-  with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions, MFA);
+  with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions);
+- ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
+  requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
 - ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
 - ``administrator``: an administrator of that account (an agent gets the role 401).
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
+
+A member of an account that requires MFA, without MFA, is refused everywhere but the
+``enrolment`` endpoints and sign-out with 403 ``mfa_enrollment_required``, whatever the
+credential (SPEC 12): the one place that rule lives is RequireAccess below.
 """
 
 import datetime
@@ -24,7 +30,7 @@ import tokens
 from services import audit
 
 log = logging.getLogger('frontdesk')
-LEVELS = ('public', 'optional', 'user', 'session', 'member', 'administrator')
+LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator')
 # A session's last activity is stamped at most this often (SPEC 13), so a read stays one
 # query; with an idle timeout shorter than twice this, at half the timeout.
 _TOUCH_AFTER = datetime.timedelta(minutes=5)
@@ -33,11 +39,16 @@ _TOUCH_AFTER = datetime.timedelta(minutes=5)
 class Caller:
     """The authenticated user: ids and roles for the access rules, and the user JSON."""
 
-    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token', 'session_id')
+    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token', 'session_id', 'mfa_enabled', 'enrollment_required',
+                 'setup')
 
-    def __init__(self, row, token=None):
+    def __init__(self, row, token=None, setup=False):
         self.id = row['id']
         self.email = row['email']
+        self.mfa_enabled = row['mfa_enabled']
+        self.enrollment_required = row['enrollment_required']
+        # Authenticated with the mfa_token of an enrolment requirement (``enrolment`` only).
+        self.setup = setup
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = row['doc']
         if self.doc_text is not None:
@@ -73,10 +84,12 @@ class TokenAuth:
         self._touch_sql = queries['auth.touch_token']
         self._idle_seconds = config.idle_seconds
         self._touch_after = min(_TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
+        self._by_setup_token_sql = queries['auth.user_for_setup_token']
 
     def process_resource(self, req, resp, resource, params):
         req.context.caller = None
-        if access_level(resource, req.method) in (None, 'public'):
+        level = access_level(resource, req.method)
+        if level in (None, 'public'):
             return
         token, client, uid = req.get_header('access-token'), req.get_header('client'), req.get_header('uid')
         api_token = req.get_header('api_access_token')
@@ -88,6 +101,10 @@ class TokenAuth:
             with self._pool.connection() as conn:
                 row = conn.execute(self._by_access_token_sql, {**params, 'access_token': api_token}).fetchone()
             req.context.caller = Caller(row) if row else None
+        elif level == 'enrolment' and (setup_token := req.get_header('mfa_token')):
+            with self._pool.connection() as conn:
+                row = conn.execute(self._by_setup_token_sql, {'digest': tokens.digest(setup_token)}).fetchone()
+            req.context.caller = Caller(row, setup=True) if row else None
 
     def _by_token(self, token, client, uid, params):
         with self._pool.connection() as conn:
@@ -132,6 +149,12 @@ class RequireAccess:
         caller = req.context.caller
         if caller is None:
             raise errors.Unauthenticated()
+        if level == 'enrolment':
+            if caller.token is None and not caller.setup:
+                raise errors.NeedsSession()
+            return
+        if caller.enrollment_required and not getattr(resource, 'before_enrolment', False):
+            raise errors.MFAEnrollmentRequired()
         if level == 'user':
             return
         if level == 'session':

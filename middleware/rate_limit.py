@@ -1,12 +1,17 @@
-"""Rate limits of SPEC section 7, counted in PostgreSQL so they hold across workers and hosts.
+"""Rate limits of SPEC sections 7 and 12, counted in PostgreSQL so they hold across workers and hosts.
 
 A resource declares ``rate_limits = {'POST': (('ip', 5, 300), ('email', 10, 900))}``:
 at most N requests per key per window of S seconds, keyed by the client address
 (``req.context.client_ip``: X-Real-IP from a trusted proxy, else the peer; an IPv6
-client by its /64, see ``address_key``), by the normalised ``email`` of the body, or by
-the signed-in ``user``. A fourth element names a ``req.context`` attribute the rule
-counts only when it is set, e.g. ``('user', 10, 3600, 'avatar')``: avatar uploads
-only; such a rule has one bucket per route whatever the method (PUT and PATCH alike).
+client by its /64, see ``address_key``), by the normalised ``email`` of the body, by
+the digest of the body's ``mfa_token`` (the second sign-in step), or by the signed-in
+``user``. A rule whose key the request lacks is skipped.
+
+A fourth element names what must be set in ``req.context`` for the rule to count, a
+dotted path into it for a field of the parsed body, ``!`` in front for what must not
+be set: ``('user', 10, 3600, 'avatar')`` counts avatar uploads only, and sign-in counts
+its password step (``'!doc.mfa_token'``) apart from its code step (``'doc.mfa_token'``).
+Such a rule has one bucket per route whatever the method (PUT and PATCH alike).
 Fixed windows: simple, one statement per request, and at worst twice the limit across a
 window boundary.
 """
@@ -14,6 +19,7 @@ window boundary.
 import ipaddress
 
 import errors
+import tokens
 
 
 def address_key(address):
@@ -45,7 +51,7 @@ class RateLimit:
             return
         buckets, periods, limits = [], [], {}
         for key, limit, period, *when in rules:
-            if when and not req.context.get(when[0]):
+            if when and not _applies(req, when[0]):
                 continue
             value = self._key(req, key)
             if value is None:
@@ -73,6 +79,24 @@ class RateLimit:
         if key == 'user':
             caller = req.context.get('caller')
             return str(caller.id) if caller is not None else None
-        doc = req.context.get('doc')
-        email = doc.get('email') if isinstance(doc, dict) else None
-        return email.strip().lower()[:255] if isinstance(email, str) and email.strip() else None
+        value = _context_value(req, f'doc.{key}')
+        if not isinstance(value, str) or not value.strip():
+            return None
+        if key == 'mfa_token':
+            # Never the token itself: the counters table is not a place for credentials.
+            return tokens.digest(value).hex()
+        return value.strip().lower()[:255]
+
+
+def _context_value(req, path):
+    """``req.context`` at a dotted path (``avatar``, ``doc.mfa_token``); None if absent."""
+    first, *rest = path.split('.')
+    value = req.context.get(first)
+    for part in rest:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _applies(req, when):
+    value = _context_value(req, when.lstrip('!'))
+    return (value is None) if when.startswith('!') else (value is not None)

@@ -2,6 +2,8 @@
 
 import falcon
 
+import tokens
+
 JSON = 'application/json; charset=utf-8'
 # The service's release, as GET /api and the OpenAPI document report it.
 VERSION = '1.1.0'
@@ -20,3 +22,20 @@ def send_json_text(resp, text, key=None):
     resp.data = body
     resp.content_type = JSON
     resp.status = falcon.HTTP_200
+
+
+def send_signed_in(resp, conn, queries, config, user_id, session, uid):
+    """200 ``{"data": <user>}`` with the five headers of the token just issued."""
+    doc = conn.execute(queries['users.document'], {
+        'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix,
+    }).fetchone()['doc']
+    token, client, expires_at = session
+    tokens.set_headers(resp, token, client, expires_at, uid)
+    send_json_text(resp, doc, key='data')
+
+
+def send_challenge(resp, challenge):
+    """206: a second factor or an enrolment before any session (SPEC 12); no token headers."""
+    resp.status = falcon.HTTP_206
+    resp.media = challenge
+    resp.cache_control = ['no-store']

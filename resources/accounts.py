@@ -13,6 +13,7 @@ from services import users
 
 INVALID_PARAMS = 'Invalid, please check the signup parameters and try again'
 CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
+ENFORCE_MFA_NEEDS_MFA = 'Enforce mfa needs two-factor sign-in turned on for yourself first'
 
 
 def _text(doc, key):
@@ -113,6 +114,10 @@ class AccountItem:
     def on_put(self, req, resp, account_id):
         doc = req.context.doc
         patch = {key: doc[key] for key in self._fields if key in doc}
+        # Requiring MFA of everyone starts with oneself: otherwise the administrator's own
+        # sessions would be refused at once (SPEC 12, docs/security.md).
+        if patch.get('enforce_mfa') is True and not req.context.caller.mfa_enabled:
+            raise errors.Unprocessable.field('enforce_mfa', ENFORCE_MFA_NEEDS_MFA)
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}).fetchone()
             if row is not None and patch:

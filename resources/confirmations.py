@@ -7,11 +7,14 @@ sign-in token but the one it issues.
 
 import errors
 import tokens
+from resources import send_challenge
 from resources import send_json_text
+from resources import send_signed_in
 from services import addresses
 from services import captcha
 from services import credentials
 from services import mail
+from services import mfa
 from services import passwords
 from services import profiles
 from services import sessions
@@ -29,21 +32,11 @@ def _digest(doc, key):
     return tokens.digest(token)
 
 
-def _send_signed_in(resp, conn, queries, config, user_id, session, uid):
-    """200 ``{"data": <user>}`` with the five headers of the token just issued."""
-    doc = conn.execute(queries['users.document'], {
-        'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix,
-    }).fetchone()['doc']
-    token, client, expires_at = session
-    tokens.set_headers(resp, token, client, expires_at, uid)
-    send_json_text(resp, doc, key='data')
-
-
 class Confirmation:
     """Confirm the address a confirmation link was mailed to, and sign in (SPEC 3.1)."""
 
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in'}}
+    responses = {'POST': {200: 'signed_in', 206: 'mfa_challenge'}}
     schemas = {'POST': 'confirmation_create'}
 
     def __init__(self, pool, queries, config):
@@ -62,20 +55,28 @@ class Confirmation:
                 if row is None or row['user_id'] is None:
                     already = row is not None and row['already_confirmed']
                     raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
-                session = sessions.issue(conn, self._queries, self._config, row['user_id'], request=req)
+                # An MFA user gets the second step, not a session (SPEC 12: no bypass).
+                kind = mfa.challenge_kind(conn, self._queries, row['user_id'])
+                session = None if kind else sessions.issue(conn, self._queries, self._config, row['user_id'],
+                                                           request=req)
                 # Sessions and links from before the address was proven may be someone
                 # else's (who signed up with it, or asked to move the account to it).
                 credentials.change(conn, self._queries, self._config, row['user_id'],
                                    reason='email_confirmation' if row['changed_address'] else 'confirmation',
-                                   keep_client=session[1], request=req, session_id=session.id)
-            _send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
+                                   keep_client=session and session[1], request=req,
+                                   session_id=session and session.id)
+                if kind:
+                    # After the credential change, which voids every earlier one-time token.
+                    return send_challenge(resp, mfa.issue_challenge(conn, self._queries, row['user_id'],
+                                                                    row['email'], kind))
+            send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
 
 
 class Password:
     """Ask for a password reset link (POST), and use it (PUT) (SPEC 3.1)."""
 
     access = {'POST': 'public', 'PUT': 'public'}
-    responses = {'POST': {200: 'reset_requested'}, 'PUT': {200: 'signed_in'}}
+    responses = {'POST': {200: 'reset_requested'}, 'PUT': {200: 'signed_in', 206: 'mfa_challenge'}}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
     # A bad link is reported before the password rules: no new password can fix it.
@@ -111,12 +112,19 @@ class Password:
                                                        name=user['name'], current_hash=user['encrypted_password'])]
                 if any(found):
                     raise errors.Unprocessable(filter(None, found))
-                # The new token first, so that revoking "every other token" spares it.
-                session = sessions.issue(conn, self._queries, self._config, user['id'], request=req)
+                # An MFA user gets the second step, not a session (SPEC 12: no bypass);
+                # else the new token first, so that revoking "every other token" spares it.
+                kind = mfa.challenge_kind(conn, self._queries, user['id'])
+                session = None if kind else sessions.issue(conn, self._queries, self._config, user['id'],
+                                                           request=req)
                 passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
-                                 keep_client=session[1], confirm=True, reason='password_reset', request=req,
-                                 session_id=session.id)
-            _send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+                                 keep_client=session and session[1], confirm=True, reason='password_reset',
+                                 request=req, session_id=session and session.id)
+                if kind:
+                    # After the credential change, which voids every earlier one-time token.
+                    return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
+                                                                    user['email'], kind))
+            send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
 
     def _password_problems(self, doc):
         found = self._validator.errors(doc)

@@ -5,11 +5,12 @@ the caller's own under /api/v1/profile/sessions, and a member's for administrato
 import falcon
 
 import errors
-import tokens
 from resources import JSON
-from resources import send_json_text
+from resources import send_challenge
+from resources import send_signed_in
 from services import addresses
 from services import audit
+from services import mfa
 from services import passwords
 from services import sessions
 
@@ -28,10 +29,15 @@ def _unconfirmed(email):
 
 
 class SignIn:
+    """Sign in with e-mail and password; for an MFA user, then with a code (SPEC 3.1, 12)."""
+
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in', 401: 'invalid_login', 409: 'sessions_limit_reached'}}
+    responses = {'POST': {200: 'signed_in', 206: 'mfa_challenge', 400: 'invalid_code',
+                          401: ('invalid_login', 'invalid_mfa_token'), 409: 'sessions_limit_reached'}}
     schemas = {'POST': 'sign_in'}
-    rate_limits = {'POST': (('ip', 5, 5 * 60), ('email', 10, 15 * 60))}
+    # The password step and the code step are counted apart (SPEC 7 and 12).
+    rate_limits = {'POST': (('ip', 5, 5 * 60, '!doc.mfa_token'), ('email', 10, 15 * 60),
+                            ('ip', 10, 60, 'doc.mfa_token'), ('mfa_token', 10, 60))}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -40,6 +46,8 @@ class SignIn:
 
     def on_post(self, req, resp):
         doc = req.context.doc
+        if doc.get('mfa_token') is not None:
+            return self._second_step(req, resp, doc)
         email = doc.get('email', '')
         password = doc.get('password', '')
         user = None
@@ -58,19 +66,37 @@ class SignIn:
         try:
             with self._pool.connection() as conn:
                 with conn.transaction():
-                    token, client, expires_at = sessions.sign_in(
-                        conn, self._queries, self._config, user, hashed, req,
-                        revoke_session_id=doc.get('revoke_session_id'),
-                        revoke_all=doc.get('revoke_all_sessions') is True)
-                doc = conn.execute(self._queries['users.document'], {
-                    'user_id': user['id'], 'avatar_url_prefix': self._config.avatar_url_prefix,
-                }).fetchone()['doc']
+                    kind = mfa.challenge_kind(conn, self._queries, user['id'])
+                    if kind:
+                        return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
+                                                                        user['email'], kind))
+                    session = self._sign_in(conn, req, doc, user, hashed)
+                send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
         except sessions.PasswordChanged:
             self._failed(req, email, 'password')
+
+    def _second_step(self, req, resp, doc):
+        """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why not."""
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                user, factor = mfa.answer_challenge(conn, self._queries, self._config, doc.get('mfa_token'),
+                                                    doc.get('otp_code'), doc.get('backup_code'), request=req)
+                session = factor and self._sign_in(conn, req, doc, user, user['encrypted_password'],
+                                                   second_factor=True)
+            # After the commit: a wrong code must stay counted.
+            if factor is None:
+                audit.record_sign_in_failure(conn, self._queries, user['email'] if user else '', 'mfa', req)
+                raise errors.InvalidCode() if user else errors.InvalidMFAToken()
+            send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+
+    def _sign_in(self, conn, req, doc, user, verified_hash, second_factor=False):
+        """The session of a sign-in (SPEC 13: at the cap a browser picks one to end, 409)."""
+        try:
+            return sessions.sign_in(conn, self._queries, self._config, user, verified_hash, req,
+                                    revoke_session_id=doc.get('revoke_session_id'),
+                                    revoke_all=doc.get('revoke_all_sessions') is True, second_factor=second_factor)
         except sessions.LimitReached as ex:
             raise errors.APIError(falcon.HTTP_409, {'sessions_limit_reached': True, 'sessions': ex.sessions}) from None
-        tokens.set_headers(resp, token, client, expires_at, user['email'])
-        send_json_text(resp, doc, key='data')
 
     def _failed(self, req, email, reason, body=INVALID_LOGIN):
         """Record the failed sign-in, then answer 401.
@@ -93,6 +119,8 @@ class SignIn:
 
 class SignOut:
     access = {'DELETE': 'user'}
+    # A member who must enrol in MFA first may still sign out.
+    before_enrolment = True
     responses = {'DELETE': {200: 'signed_out'}}
 
     def __init__(self, pool, queries):

@@ -13,7 +13,7 @@ NO_SESSION = 0  # an id no session has: the "current" of a list seen from outsid
 
 
 class PasswordChanged(Exception):
-    """The password verified a moment ago is no longer the user's."""
+    """The password verified a moment ago is no longer the user's (or MFA came on)."""
 
 
 class LimitReached(Exception):
@@ -42,6 +42,7 @@ def issue(conn, queries, config, user_id, verified_hash=None, request=None, pick
     sign-in), which raises LimitReached instead.
     """
     row = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    # A password sign-in checked both a moment ago, outside this lock.
     if verified_hash is not None and row['encrypted_password'] != verified_hash:
         raise PasswordChanged()
     if picker:
@@ -91,7 +92,8 @@ def revoke_one(conn, queries, user_id, session_id, request=None):
     return True
 
 
-def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_id=None, revoke_all=False):
+def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_id=None, revoke_all=False,
+            second_factor=False):
     """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
     audit event and, from a browser and platform new to this user, the security e-mail.
 
@@ -100,7 +102,9 @@ def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_
     """
     user_id = user['id']
     lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
-    if lock['encrypted_password'] != verified_hash:
+    # The password was checked outside this lock; MFA may have come on since (SPEC 12)
+    # unless this is the second step, which checked a code under the lock.
+    if lock['encrypted_password'] != verified_hash or (lock['mfa_enabled'] and not second_factor):
         raise PasswordChanged()
     if revoke_all:
         revoke_others(conn, queries, user_id, None, request)

@@ -35,6 +35,7 @@ from tests.pgbouncer import PgBouncer
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get('TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres')
 PASSWORD = 'correct horse 1'
+TEST_SECRET_KEY = 'ZnJvbnRkZXNrIHRlc3RzIGtleSBvZiAzMiBieXRlcyE='
 _unchecked_do_request = webtest.TestApp.do_request
 
 
@@ -123,6 +124,8 @@ def base_env(database_url, direct_database_url, avatar_dir):
         'AVATAR_DIR': str(avatar_dir),
         'FRONTEND_URL': 'http://frontdesk.test',
         **pooler_env(direct_database_url),
+        # 32 bytes, so MFA is available (SPEC 12); tests of its absence drop it.
+        'SECRET_KEY': TEST_SECRET_KEY,
     }
 
 

@@ -21,8 +21,9 @@ def test_member_reads_the_account_json(testapp, admin, make_user):
         body = resp.json
         assert set(body) == {'id', 'name', 'locale', 'domain', 'support_email', 'auto_resolve_duration',
                              'status', 'custom_attributes', 'created_at', 'cache_keys', 'features',
-                             'latest_chatwoot_version'}
+                             'latest_chatwoot_version', 'enforce_mfa'}
         assert body['features'] == {}
+        assert body['enforce_mfa'] is False
         assert body['latest_chatwoot_version'] is None
         assert body['id'] == admin.account_id
         assert body['name'] == 'Acme'

@@ -73,8 +73,12 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     assert declared[account + '/audit_events'] == {'GET': 'administrator'}
     assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
         'DELETE': 'administrator'}
+    # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.
+    mfa_routes = ('/api/v1/profile/mfa', '/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes')
+    for template in mfa_routes:
+        assert set(declared[template].values()) == {'enrolment'}, template
     for template, access in declared.items():
         if template.startswith('/api/v1/profile') and template not in (
-                '/api/v1/profile/reset_access_token', sessions, session_item):
+                '/api/v1/profile/reset_access_token', sessions, session_item, *mfa_routes):
             assert set(access.values()) == {'user'}, template
     assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)

@@ -76,11 +76,18 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
 
 def test_security_is_the_token_headers_or_api_access_token(document):
     schemes = document['components']['securitySchemes']
-    assert {scheme['name'] for scheme in schemes.values()} == {'access-token', 'client', 'uid', 'api_access_token'}
+    assert {scheme['name'] for scheme in schemes.values()} == {'access-token', 'client', 'uid', 'api_access_token',
+                                                                 'mfa_token'}
     assert all(scheme['type'] == 'apiKey' and scheme['in'] == 'header' for scheme in schemes.values())
     assert document['paths']['/api/v1/profile']['get']['security'] == [
         {'accessToken': [], 'client': [], 'uid': []}, {'apiAccessToken': []}]
     assert {} in document['paths']['/api/v1/accounts']['post']['security']
+    # The setup token of an account's MFA requirement reaches the MFA endpoints only.
+    assert document['paths']['/api/v1/profile/mfa']['post']['security'] == [
+        {'accessToken': [], 'client': [], 'uid': []}, {'mfaToken': []}]
+    assert [path for path, operations in document['paths'].items()
+            if any({'mfaToken': []} in operation['security'] for operation in operations.values())] == [
+        '/api/v1/profile/mfa', '/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes']
 
 
 def _headers(document, path, method, status):

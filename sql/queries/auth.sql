@@ -2,7 +2,15 @@
 -- One indexed lookup (user_tokens_token_digest_key). With with_doc it also renders the
 -- caller's user JSON, so GET /api/v1/profile needs no second round trip; without, just
 -- the roles the access rules need, which costs the database a third as much.
+-- enrollment_required: an account of the user requires MFA and it is off (SPEC 12).
 SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, now() AS now,
+       u.mfa_enabled_at IS NOT NULL AS mfa_enabled,
+       CASE WHEN u.mfa_enabled_at IS NULL THEN EXISTS (
+           SELECT 1
+             FROM account_users au
+             JOIN accounts a ON a.id = au.account_id
+            WHERE au.user_id = u.id
+              AND a.enforce_mfa) ELSE false END AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,
        CASE WHEN NOT %(with_doc)s THEN (SELECT json_object_agg(au.account_id, au.role)
                                          FROM account_users au
@@ -16,6 +24,13 @@ SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, 
 
 -- name: user_for_access_token
 SELECT u.id, u.email,
+       u.mfa_enabled_at IS NOT NULL AS mfa_enabled,
+       CASE WHEN u.mfa_enabled_at IS NULL THEN EXISTS (
+           SELECT 1
+             FROM account_users au
+             JOIN accounts a ON a.id = au.account_id
+            WHERE au.user_id = u.id
+              AND a.enforce_mfa) ELSE false END AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,
        CASE WHEN NOT %(with_doc)s THEN (SELECT json_object_agg(au.account_id, au.role)
                                          FROM account_users au
@@ -29,3 +44,14 @@ SELECT u.id, u.email,
 UPDATE user_tokens
    SET last_used_at = now()
  WHERE id = %(token_id)s;
+
+-- name: user_for_setup_token
+-- The mfa_token of an account's enrolment requirement (SPEC 12): it reaches only the
+-- /api/v1/profile/mfa endpoints, as that user, until MFA is on.
+SELECT u.id, u.email, NULL::text AS doc, '{}' AS roles, false AS mfa_enabled, false AS enrollment_required
+  FROM one_time_tokens t
+  JOIN users u ON u.id = t.user_id
+ WHERE t.token_digest = %(digest)s
+   AND t.purpose = 'mfa_setup'
+   AND t.expires_at > now()
+   AND u.mfa_enabled_at IS NULL;

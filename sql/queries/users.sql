@@ -18,8 +18,8 @@ SELECT id, name, email, encrypted_password, confirmed_at
 
 -- name: lock_for_token
 -- Serialises token issuance per user (the max-tokens rule) and lets sign-in check that
--- the password it verified is still the current one.
-SELECT id, encrypted_password
+-- the password it verified is still the current one, and that MFA was not turned on since.
+SELECT id, encrypted_password, mfa_enabled_at IS NOT NULL AS mfa_enabled
   FROM users
  WHERE id = %(user_id)s
    FOR UPDATE;

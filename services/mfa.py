@@ -1,0 +1,291 @@
+"""Two-factor sign-in (SPEC 12): TOTP secrets, recovery codes and sign-in challenges.
+
+Every function runs inside the caller's transaction. Functions that check a code lock
+the user row first (``mfa.lock_user``), so two requests with one code cannot both pass
+the replay guard, and lock orders are always user before one-time token.
+"""
+
+import datetime
+import functools
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import time
+
+import pyotp
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+import errors
+import tokens
+from services import credentials
+from services import passwords
+
+log = logging.getLogger('frontdesk')
+
+ISSUER = 'Frontdesk'
+STEP_SECONDS = 30
+CHALLENGE_LIFESPAN = datetime.timedelta(minutes=5)
+# Long enough to install an authenticator app, scan the code and type the first one.
+SETUP_LIFESPAN = datetime.timedelta(minutes=15)
+MAX_WRONG_CODES = 5
+RECOVERY_CODE_COUNT = 10
+# 4 groups of 6 base32 characters: 120 random bits.
+_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
+_GROUPS, _GROUP_LENGTH = 4, 6
+# Characters people type for the ones base32 leaves out.
+_LOOKALIKES = str.maketrans({'0': 'O', '1': 'I', '8': 'B'})
+_SEPARATORS = re.compile(r'[\s-]+')
+_CODE = re.compile(r'^[0-9]{6}$')
+
+# The key of the secrets is derived, not SECRET_KEY itself, so the same SECRET_KEY can
+# key other things later under other labels. The version byte leads every stored value
+# so a later key or algorithm can be told apart.
+_HKDF_INFO = b'frontdesk mfa totp-secret aes-256-gcm v1'
+_VERSION = b'\x01'
+_NONCE_BYTES = 12
+
+INVALID_CODE = 'Invalid verification code'
+INVALID_CURRENT_PASSWORD = 'Invalid current password'
+ALREADY_ENABLED = 'MFA is already enabled'
+NOT_ENABLED = 'MFA is not enabled'
+INVALID_DISABLE = 'Invalid credentials or verification code'
+
+
+def available(config):
+    return config.secret_key is not None
+
+
+def require_available(config):
+    if config.secret_key is None:
+        raise errors.MFAUnavailable()
+
+
+@functools.lru_cache(maxsize=2)
+def _aead(secret_key):
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(secret_key)
+    return AESGCM(key)
+
+
+def _associated_data(user_id):
+    # Binds the ciphertext to its row: copied onto another user it does not decrypt.
+    return b'frontdesk users.otp_secret user_id=%d' % user_id
+
+
+def seal(config, user_id, secret):
+    """The TOTP ``secret`` encrypted for storage in users.otp_secret."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = _aead(config.secret_key).encrypt(nonce, secret.encode('ascii'), _associated_data(user_id))
+    return _VERSION + nonce + sealed
+
+
+def unseal(config, user_id, stored):
+    """The TOTP secret of users.otp_secret; None when it cannot be read with this key."""
+    if stored is None or config.secret_key is None:
+        return None
+    stored = bytes(stored)
+    if stored[:1] != _VERSION:
+        return None
+    nonce, sealed = stored[1:1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES:]
+    try:
+        return _aead(config.secret_key).decrypt(nonce, sealed, _associated_data(user_id)).decode('ascii')
+    except InvalidTag:
+        # SECRET_KEY changed, or the row was tampered with: no code can match.
+        log.error('the TOTP secret of user %s does not decrypt with this SECRET_KEY', user_id)
+        return None
+
+
+def code_step(secret, code, last_step, now=None):
+    """The 30 s step whose code ``code`` is, within one step of now and after
+    ``last_step`` (the replay guard); None when there is none."""
+    if secret is None or not isinstance(code, str):
+        return None
+    code = _SEPARATORS.sub('', code)
+    if not _CODE.match(code):
+        return None
+    totp = pyotp.TOTP(secret)
+    current = int((time.time() if now is None else now) // STEP_SECONDS)
+    found = None
+    for step in (current - 1, current, current + 1):
+        # Every candidate is compared, in constant time, whatever matched before.
+        matches = hmac.compare_digest(totp.generate_otp(step), code)
+        if matches and found is None and (last_step is None or step > last_step):
+            found = step
+    return found
+
+
+def _new_recovery_code():
+    groups = (''.join(secrets.choice(_ALPHABET) for _ in range(_GROUP_LENGTH)) for _ in range(_GROUPS))
+    return '-'.join(groups)
+
+
+def _recovery_digest(code):
+    """SHA-256 of the code as typed without separators, case or look-alikes; None if malformed."""
+    if not isinstance(code, str):
+        return None
+    normal = _SEPARATORS.sub('', code).upper().translate(_LOOKALIKES)
+    if len(normal) != _GROUPS * _GROUP_LENGTH or not set(normal) <= set(_ALPHABET):
+        return None
+    return hashlib.sha256(normal.encode('ascii')).digest()
+
+
+def new_recovery_codes(conn, queries, user_id):
+    """Replace the user's recovery codes with new ones; return them (shown once)."""
+    codes = [_new_recovery_code() for _ in range(RECOVERY_CODE_COUNT)]
+    conn.execute(queries['mfa.replace_recovery_codes'],
+                 {'user_id': user_id, 'digests': [_recovery_digest(code) for code in codes]})
+    return codes
+
+
+def use_recovery_code(conn, queries, user_id, code):
+    """Use up ``code`` when it is one of the user's unused codes; True when it was."""
+    wanted = _recovery_digest(code) or b'\x00' * 32
+    rows = conn.execute(queries['mfa.unused_recovery_codes'], {'user_id': user_id}).fetchall()
+    match = None
+    for row in rows:
+        # Compared with each one, in constant time: the answer's timing names none.
+        if hmac.compare_digest(bytes(row['code_digest']), wanted) and match is None:
+            match = row['id']
+    if match is None:
+        return False
+    return conn.execute(queries['mfa.use_recovery_code'], {'id': match}).fetchone() is not None
+
+
+def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
+    """Check and use up a TOTP code or a recovery code of the locked ``user`` row.
+
+    Returns 'otp' or 'recovery_code' for the factor that passed, None when none did.
+    """
+    if otp_code is not None:
+        step = code_step(unseal(config, user['id'], user['otp_secret']), otp_code, user['otp_last_step'])
+        if step is None:
+            return None
+        conn.execute(queries['mfa.use_step'], {'user_id': user['id'], 'step': step})
+        return 'otp'
+    if backup_code is not None and use_recovery_code(conn, queries, user['id'], backup_code):
+        return 'recovery_code'
+    return None
+
+
+def _lock_user(conn, queries, user_id):
+    return conn.execute(queries['mfa.lock_user'], {'user_id': user_id}).fetchone()
+
+
+def status(conn, queries, config, user_id):
+    row = conn.execute(queries['mfa.status'], {'user_id': user_id}).fetchone()
+    return {'feature_available': available(config), **row}
+
+
+def start_enrolment(conn, queries, config, user_id, password):
+    """A new pending secret behind the current password; the provisioning URL and secret."""
+    user = _lock_user(conn, queries, user_id)
+    if not (isinstance(password, str) and passwords.check_password(password, user['encrypted_password'])):
+        raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
+    if user['enabled']:
+        raise errors.Unprocessable(message=ALREADY_ENABLED)
+    secret = pyotp.random_base32()
+    conn.execute(queries['mfa.start_enrolment'], {'user_id': user_id, 'otp_secret': seal(config, user_id, secret)})
+    url = pyotp.TOTP(secret).provisioning_uri(name=user['email'], issuer_name=ISSUER)
+    return {'provisioning_url': url, 'secret': secret}
+
+
+def enable(conn, queries, config, user_id, otp_code, keep_client):
+    """Turn MFA on with the pending secret: a credential change (SPEC 3.3)."""
+    user = _lock_user(conn, queries, user_id)
+    if user['enabled']:
+        raise errors.Unprocessable(message=ALREADY_ENABLED)
+    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+        raise errors.Unprocessable(message=INVALID_CODE)
+    conn.execute(queries['mfa.enable'], {'user_id': user_id})
+    credentials.change(conn, queries, config, user_id, reason='mfa_enabled', keep_client=keep_client)
+    return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
+
+
+def regenerate_recovery_codes(conn, queries, config, user_id, otp_code):
+    user = _lock_user(conn, queries, user_id)
+    if not user['enabled']:
+        raise errors.Unprocessable(message=NOT_ENABLED)
+    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+        raise errors.Unprocessable(message=INVALID_CODE)
+    return {'backup_codes': new_recovery_codes(conn, queries, user_id)}
+
+
+def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client):
+    """Turn MFA off behind the password and a second factor: a credential change.
+
+    Returns the factor used ('otp' or 'recovery_code').
+    """
+    user = _lock_user(conn, queries, user_id)
+    if not user['enabled']:
+        raise errors.Unprocessable(message=NOT_ENABLED)
+    password_ok = isinstance(password, str) and passwords.check_password(password, user['encrypted_password'])
+    factor = second_factor(conn, queries, config, user, otp_code, backup_code) if password_ok else None
+    if factor is None:
+        raise errors.Unprocessable(message=INVALID_DISABLE)
+    conn.execute(queries['mfa.disable'], {'user_id': user_id})
+    credentials.change(conn, queries, config, user_id, reason='mfa_disabled', keep_client=keep_client)
+    return factor
+
+
+def _issue(conn, queries, user_id, email, purpose, lifespan):
+    token = tokens.new_token()
+    conn.execute(queries['one_time_tokens.issue'], {
+        'user_id': user_id, 'purpose': purpose, 'email': email,
+        'token_digest': tokens.digest(token), 'lifespan': lifespan,
+    })
+    return token
+
+
+def challenge_kind(conn, queries, user_id):
+    """Whether a session may be issued now (None), or which challenge comes first:
+    'mfa_challenge' (MFA is on) or 'mfa_setup' (an account requires MFA and it is off).
+
+    Sign-in, password reset and confirmation all ask here, so none of them hands out
+    a session that skips the second factor or the enrolment an account requires.
+    """
+    state = conn.execute(queries['mfa.sign_in_state'], {'user_id': user_id}).fetchone()
+    if state['mfa_enabled']:
+        return 'mfa_challenge'
+    return 'mfa_setup' if state['setup_required'] else None
+
+
+def issue_challenge(conn, queries, user_id, email, kind):
+    """The 206 body of SPEC 12 with a new token of ``kind``.
+
+    Issue it after any credential change in the same transaction: that voids every
+    one-time token of the user, this one included.
+    """
+    if kind == 'mfa_challenge':
+        return {'mfa_required': True, 'mfa_token': _issue(conn, queries, user_id, email, kind, CHALLENGE_LIFESPAN)}
+    return {'mfa_setup_required': True, 'mfa_token': _issue(conn, queries, user_id, email, kind, SETUP_LIFESPAN)}
+
+
+def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code):
+    """Check the second sign-in step against the challenge ``mfa_token``.
+
+    Returns (user row, factor): no user row when the token is unknown, used, expired or
+    exhausted; no factor when the code was wrong, which is counted against the token.
+    Commit either way: the count must stick.
+    """
+    if not isinstance(mfa_token, str) or not mfa_token:
+        return None, None
+    digest = tokens.digest(mfa_token)
+    found = conn.execute(queries['mfa.find_challenge'], {'token_digest': digest}).fetchone()
+    if found is None:
+        return None, None
+    user = _lock_user(conn, queries, found['user_id'])
+    challenge = conn.execute(queries['mfa.lock_challenge'],
+                             {'token_digest': digest, 'max_wrong': MAX_WRONG_CODES}).fetchone()
+    if challenge is None:
+        return None, None
+    factor = second_factor(conn, queries, config, user, otp_code, backup_code)
+    if factor is None:
+        conn.execute(queries['mfa.count_wrong_code'], {'id': challenge['id']})
+        return user, None
+    conn.execute(queries['mfa.use_challenge'], {'id': challenge['id']})
+    return user, factor
