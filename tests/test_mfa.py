@@ -1,0 +1,444 @@
+"""Two-factor sign-in (SPEC 12): the whole flow, and every bypass of the reference system refused.
+
+Codes are computed here from the provisioning URL with pyotp, as an authenticator app
+would. A code is accepted for one 30 s step either side of now and never twice, and no
+step older than the last one used: a test uses the codes of steps now-1, now and now+1
+in that order (``code(-1)``, ``code(0)``, ``code(1)``), each reckoned when it is sent,
+so they stay valid and new whenever the clock crosses a step.
+"""
+
+import base64
+import time
+
+import pyotp
+import pytest
+
+import config as config_module
+from services import mfa
+from tests.test_confirmations import queued_token
+from tests.test_confirmations import resend
+
+NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
+UNAVAILABLE = {'error': 'MFA feature is not available. Please configure SECRET_KEY.'}
+INVALID_MFA_TOKEN = {'error': 'Invalid or expired MFA token'}
+INVALID_CODE = {'error': 'Invalid verification code'}
+UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}
+TOKEN_HEADERS = ('access-token', 'client', 'uid', 'expiry', 'token-type')
+
+
+class Authenticator:
+    """What an authenticator app holds after scanning the provisioning URL."""
+
+    def __init__(self, provisioning_url):
+        self.totp = pyotp.parse_uri(provisioning_url)
+
+    def code(self, offset=0):
+        return self.totp.at(time.time() + offset * mfa.STEP_SECONDS)
+
+
+def enable(testapp, user, headers=None):
+    """Enrol ``user`` through the API: (its authenticator, its recovery codes)."""
+    headers = user.headers if headers is None else headers
+    started = testapp.post_json('/api/v1/profile/mfa', {'password': user.password}, headers=headers).json
+    app = Authenticator(started['provisioning_url'])
+    assert app.totp.secret == started['secret']
+    enabled = testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': app.code(-1)}, headers=headers).json
+    assert enabled['enabled'] is True
+    return app, enabled['backup_codes']
+
+
+def sign_in(testapp, user, status=206):
+    return testapp.post_json('/auth/sign_in', {'email': user.email, 'password': user.password}, status=status)
+
+
+def challenge(testapp, user):
+    """The mfa_token of a password sign-in of an MFA user."""
+    answer = sign_in(testapp, user)
+    assert set(answer.json) == {'mfa_required', 'mfa_token'} and answer.json['mfa_required'] is True
+    assert not any(name in answer.headers for name in TOKEN_HEADERS)
+    assert answer.headers['Cache-Control'] == 'no-store'
+    return answer.json['mfa_token']
+
+
+def second_step(testapp, mfa_token, status=200, **factor):
+    return testapp.post_json('/auth/sign_in', {'mfa_token': mfa_token, **factor}, status=status)
+
+
+def headers_of(answer):
+    return {name: answer.headers[name] for name in ('access-token', 'client', 'uid')}
+
+
+def wrong_code(app):
+    valid = {app.code(offset) for offset in (-1, 0, 1)}
+    return next(code for code in ('000000', '111111', '222222', '333333') if code not in valid)
+
+
+def access_token(testapp, headers):
+    return testapp.get('/api/v1/profile', headers=headers).json['access_token']
+
+
+def test_enrol_verify_sign_in_recovery_codes_regenerate_disable(testapp, make_user, conn):
+    user = make_user()
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json == {
+        'feature_available': True, 'enabled': False, 'backup_codes_generated': False, 'backup_codes_remaining': 0}
+
+    started = testapp.post_json('/api/v1/profile/mfa', {'password': user.password}, headers=user.headers).json
+    assert started['provisioning_url'].startswith('otpauth://totp/Frontdesk:')
+    assert started['provisioning_url'].endswith(f'?secret={started["secret"]}&issuer=Frontdesk')
+    app = Authenticator(started['provisioning_url'])
+    assert (app.totp.digits, app.totp.interval, app.totp.digest().name) == (6, 30, 'sha1')
+    # Still off until a code proves the app has the secret.
+    assert testapp.get('/api/v1/profile', headers=user.headers).json['mfa_enabled'] is False
+    sign_in(testapp, user, status=200)
+    assert testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': wrong_code(app)}, headers=user.headers,
+                             status=422).json == {'message': 'Invalid verification code'}
+
+    enabled = testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': app.code(-1)}, headers=user.headers)
+    codes = enabled.json['backup_codes']
+    assert len(codes) == len(set(codes)) == 10
+    # A credential change: the caller's session stays, the others and the access token go.
+    assert testapp.get('/api/v1/profile', headers=user.headers).json['mfa_enabled'] is True
+    testapp.get('/api/v1/profile', headers={'api_access_token': user.access_token}, status=401)
+    assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)).fetchone()['n'] == 1
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json == {
+        'feature_available': True, 'enabled': True, 'backup_codes_generated': True, 'backup_codes_remaining': 10}
+    assert testapp.post_json('/api/v1/profile/mfa', {'password': user.password}, headers=user.headers,
+                             status=422).json == {'message': 'MFA is already enabled'}
+
+    # Sign in with a code; the same code never twice.
+    signed_in = second_step(testapp, challenge(testapp, user), otp_code=app.code(0))
+    assert signed_in.json['data']['mfa_enabled'] is True
+    testapp.get('/api/v1/profile', headers=headers_of(signed_in))
+    assert second_step(testapp, challenge(testapp, user), status=400, otp_code=app.code(0)).json == INVALID_CODE
+
+    # A recovery code once, not twice, typed any which way.
+    sloppy = codes[0].lower().replace('-', ' ')
+    second_step(testapp, challenge(testapp, user), backup_code=sloppy)
+    assert second_step(testapp, challenge(testapp, user), status=400, backup_code=codes[0]).json == INVALID_CODE
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['backup_codes_remaining'] == 9
+
+    # New codes replace the old ones.
+    new_codes = testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': app.code(1)},
+                                  headers=user.headers).json['backup_codes']
+    assert not set(new_codes) & set(codes)
+    second_step(testapp, challenge(testapp, user), status=400, backup_code=codes[1])
+    second_step(testapp, challenge(testapp, user), backup_code=new_codes[0])
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['backup_codes_remaining'] == 9
+
+    # Off, behind the password and a second factor.
+    assert testapp.delete_json('/api/v1/profile/mfa', {'password': 'wrong password', 'backup_code': new_codes[1]},
+                               headers=user.headers, status=422).json == {
+        'message': 'Invalid credentials or verification code'}
+    testapp.delete_json('/api/v1/profile/mfa', {'password': user.password}, headers=user.headers, status=422)
+    assert testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'backup_code': new_codes[1]},
+                               headers=user.headers).json == {'enabled': False}
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json == {
+        'feature_available': True, 'enabled': False, 'backup_codes_generated': False, 'backup_codes_remaining': 0}
+    assert sign_in(testapp, user, status=200).json['data']['mfa_enabled'] is False
+
+
+def test_secrets_and_recovery_codes_are_not_stored_readable(testapp, make_user, conn):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    row = conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()
+    stored = bytes(row['otp_secret'])
+    assert app.totp.secret.encode() not in stored
+    assert base64.b32decode(app.totp.secret) not in stored
+    digests = conn.execute('SELECT code_digest FROM mfa_recovery_codes WHERE user_id = %s', (user.id,)).fetchall()
+    assert len(digests) == 10
+    dumped = str(conn.execute('SELECT m::text FROM mfa_recovery_codes m WHERE user_id = %s', (user.id,)).fetchall())
+    assert not any(code.replace('-', '') in dumped or code in dumped for code in codes)
+
+
+def test_every_mfa_endpoint_refuses_the_api_access_token(testapp, make_user):
+    user = make_user()
+    enable(testapp, user)
+    api = {'api_access_token': access_token(testapp, user.headers)}
+    testapp.get('/api/v1/profile', headers=api)
+    assert testapp.get('/api/v1/profile/mfa', headers=api, status=403).json == NEEDS_SESSION
+    assert testapp.post_json('/api/v1/profile/mfa', {'password': user.password}, headers=api,
+                             status=403).json == NEEDS_SESSION
+    for path in ('/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes'):
+        assert testapp.post_json(path, {'otp_code': '123456'}, headers=api, status=403).json == NEEDS_SESSION
+    assert testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'otp_code': '123456'},
+                               headers=api, status=403).json == NEEDS_SESSION
+
+
+def test_a_stolen_api_token_cannot_enrol_an_authenticator(testapp, make_user, conn):
+    user = make_user()
+    testapp.post_json('/api/v1/profile/mfa', {'password': user.password},
+                      headers={'api_access_token': user.access_token}, status=403)
+    assert conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()['otp_secret'] is None
+
+
+@pytest.mark.parametrize('body', [{}, {'password': ''}, {'password': 'not the password'}, {'password': None}])
+def test_enrolment_needs_the_current_password(testapp, make_user, conn, body):
+    user = make_user()
+    testapp.post_json('/api/v1/profile/mfa', body, headers=user.headers, status=422)
+    assert conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()['otp_secret'] is None
+
+
+def test_verify_without_enrolment_enables_nothing(testapp, make_user):
+    user = make_user()
+    testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': '123456'}, headers=user.headers, status=422)
+    testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': '123456'}, headers=user.headers, status=422)
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is False
+
+
+def test_codes_outside_one_step_either_side_are_refused():
+    secret = pyotp.random_base32()
+    totp, now = pyotp.TOTP(secret), time.time()
+    step = int(now // 30)
+    for offset in (-1, 0, 1):
+        assert mfa.code_step(secret, totp.at(now + 30 * offset), None, now=now) == step + offset
+    for offset in (-3, -2, 2, 3):
+        code = totp.at(now + 30 * offset)
+        if code not in {totp.at(now + 30 * near) for near in (-1, 0, 1)}:
+            assert mfa.code_step(secret, code, None, now=now) is None
+    # The replay guard: the step used last, and any before it, are refused.
+    assert mfa.code_step(secret, totp.at(now), step, now=now) is None
+    assert mfa.code_step(secret, totp.at(now - 30), step, now=now) is None
+    assert mfa.code_step(secret, totp.at(now + 30), step, now=now) == step + 1
+    for junk in ('', '12345', '1234567', 'abcdef', '１２３４５６', None, 123456):
+        assert mfa.code_step(secret, junk, None, now=now) is None
+
+
+def test_sealed_secrets_open_only_for_their_user_and_key(config):
+    sealed = mfa.seal(config, 7, 'JBSWY3DPEHPK3PXP')
+    assert mfa.unseal(config, 7, sealed) == 'JBSWY3DPEHPK3PXP'
+    assert mfa.unseal(config, 8, sealed) is None
+    other = config_module.load({'DATABASE_URL': 'x', 'SECRET_KEY': base64.b64encode(b'k' * 32).decode()})
+    assert mfa.unseal(other, 7, sealed) is None
+    assert mfa.unseal(config, 7, sealed[:-1] + bytes([sealed[-1] ^ 1])) is None
+    assert mfa.seal(config, 7, 'JBSWY3DPEHPK3PXP') != sealed  # a fresh nonce each time
+
+
+def test_recovery_codes_carry_120_bits():
+    code = mfa._new_recovery_code()
+    groups = code.split('-')
+    assert [len(group) for group in groups] == [6, 6, 6, 6]
+    assert set(''.join(groups)) <= set('ABCDEFGHIJKLMNOPQRSTUVWXYZ234567')  # 5 bits a character: 120 bits
+
+
+# The reference system's bypasses, each refused.
+
+def test_a_password_reset_of_an_mfa_user_answers_206_and_no_session(testapp, make_user, conn):
+    user = make_user()
+    app, _ = enable(testapp, user)
+    testapp.post_json('/auth/password', {'email': user.email})
+    token = queued_token(conn, user.email, 'reset_password_token')
+    answer = testapp.put_json('/auth/password', {'reset_password_token': token, 'password': 'a brand new secret'},
+                              status=206)
+    assert set(answer.json) == {'mfa_required', 'mfa_token'}
+    assert not any(name in answer.headers for name in TOKEN_HEADERS)
+    # The password was set (the old one no longer works), and every session ended.
+    sign_in(testapp, user, status=401)
+    testapp.get('/api/v1/profile', headers=user.headers, status=401)
+    assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)).fetchone()['n'] == 0
+    # The link is used up; the session needs the second factor.
+    testapp.put_json('/auth/password', {'reset_password_token': token, 'password': 'a brand new secret'}, status=422)
+    done = second_step(testapp, answer.json['mfa_token'], otp_code=app.code(0))
+    testapp.get('/api/v1/profile', headers=headers_of(done))
+
+
+def test_a_confirmation_for_an_mfa_user_answers_206_and_no_session(testapp, make_user, conn):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    new_address = f'moved-{user.email}'
+    conn.execute('UPDATE users SET unconfirmed_email = %s WHERE id = %s', (new_address, user.id))
+    resend(testapp, user)
+    token = queued_token(conn, new_address, 'confirmation_token')
+    answer = testapp.post_json('/auth/confirmation', {'confirmation_token': token}, status=206)
+    assert set(answer.json) == {'mfa_required', 'mfa_token'}
+    assert not any(name in answer.headers for name in TOKEN_HEADERS)
+    assert conn.execute('SELECT email FROM users WHERE id = %s', (user.id,)).fetchone()['email'] == new_address
+    done = second_step(testapp, answer.json['mfa_token'], backup_code=codes[0])
+    assert done.headers['uid'] == new_address
+
+
+def test_a_challenge_token_is_no_credential(testapp, make_user):
+    user = make_user()
+    enable(testapp, user)
+    mfa_token = challenge(testapp, user)
+    for headers in ({'mfa_token': mfa_token}, {'api_access_token': mfa_token},
+                    {'access-token': mfa_token, 'client': 'x', 'uid': user.email}):
+        testapp.get('/api/v1/profile', headers=headers, status=401)
+        testapp.get('/auth/validate_token', headers=headers, status=401)
+        testapp.get('/api/v1/profile/mfa', headers=headers, status=401)
+        testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': '123456'}, headers=headers, status=401)
+
+
+def test_five_wrong_codes_use_up_the_challenge(testapp, make_user):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    mfa_token = challenge(testapp, user)
+    for _ in range(mfa.MAX_WRONG_CODES):
+        assert second_step(testapp, mfa_token, status=400, otp_code=wrong_code(app)).json == INVALID_CODE
+    assert second_step(testapp, mfa_token, status=401, otp_code=app.code(0)).json == INVALID_MFA_TOKEN
+    assert second_step(testapp, mfa_token, status=401, backup_code=codes[0]).json == INVALID_MFA_TOKEN
+    # A fresh challenge still works, with the code the dead one was refused.
+    second_step(testapp, challenge(testapp, user), otp_code=app.code(0))
+
+
+def test_an_expired_or_used_challenge_fails(testapp, make_user, conn):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    mfa_token = challenge(testapp, user)
+    conn.execute("UPDATE one_time_tokens SET expires_at = now() - interval '1 second'"
+                 " WHERE user_id = %s AND purpose = 'mfa_challenge'", (user.id,))
+    assert second_step(testapp, mfa_token, status=401, otp_code=app.code(0)).json == INVALID_MFA_TOKEN
+    mfa_token = challenge(testapp, user)
+    second_step(testapp, mfa_token, backup_code=codes[0])
+    assert second_step(testapp, mfa_token, status=401, backup_code=codes[1]).json == INVALID_MFA_TOKEN
+    for junk in ('', 'x' * 43, 'not a token'):
+        assert second_step(testapp, junk, status=401, otp_code='123456').json == INVALID_MFA_TOKEN
+
+
+def test_a_challenge_dies_with_a_credential_change(testapp, make_user):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    mfa_token = challenge(testapp, user)
+    testapp.post('/api/v1/profile/reset_access_token', headers=user.headers)
+    second_step(testapp, mfa_token, status=401, backup_code=codes[0])
+
+
+def test_a_wrong_password_gets_no_challenge(testapp, make_user, conn):
+    user = make_user()
+    enable(testapp, user)
+    testapp.post_json('/auth/sign_in', {'email': user.email, 'password': 'wrong password'}, status=401)
+    assert conn.execute("SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s AND purpose = 'mfa_challenge'",
+                        (user.id,)).fetchone()['n'] == 0
+
+
+def test_disabling_needs_a_second_factor_as_well_as_the_password(testapp, make_user):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    for body in ({'password': user.password}, {'password': user.password, 'otp_code': wrong_code(app)},
+                 {'password': user.password, 'backup_code': 'AAAAAA-AAAAAA-AAAAAA-AAAAAA'},
+                 {'otp_code': app.code(0)}, {'backup_code': codes[0]}):
+        testapp.delete_json('/api/v1/profile/mfa', body, headers=user.headers, status=422)
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is True
+    testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'otp_code': app.code(1)},
+                        headers=user.headers)
+    assert testapp.get('/api/v1/profile', headers=user.headers).json['mfa_enabled'] is False
+
+
+# Without SECRET_KEY, and with a short one.
+
+def test_without_secret_key_the_feature_is_unavailable(make_testapp, make_user):
+    app = make_testapp(SECRET_KEY='')
+    user = make_user()
+    assert app.get('/api/v1/profile/mfa', headers=user.headers).json == {
+        'feature_available': False, 'enabled': False, 'backup_codes_generated': False, 'backup_codes_remaining': 0}
+    assert app.post_json('/api/v1/profile/mfa', {'password': user.password}, headers=user.headers,
+                         status=403).json == UNAVAILABLE
+    for path in ('/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes'):
+        assert app.post_json(path, {'otp_code': '123456'}, headers=user.headers, status=403).json == UNAVAILABLE
+    assert app.delete_json('/api/v1/profile/mfa', {'password': user.password}, headers=user.headers,
+                           status=403).json == UNAVAILABLE
+
+
+def test_without_secret_key_an_mfa_user_still_needs_a_second_factor(testapp, make_testapp, make_user):
+    user = make_user()
+    _, codes = enable(testapp, user)
+    app = make_testapp(SECRET_KEY='')
+    mfa_token = challenge(app, user)
+    # No key, no TOTP check; the recovery codes (digests) still let the owner in.
+    second_step(app, mfa_token, status=400, otp_code='123456')
+    second_step(app, mfa_token, backup_code=codes[0])
+
+
+@pytest.mark.parametrize('value', [base64.b64encode(b'k' * 31).decode(), 'c2hvcnQ=', 'not base64 at all!'])
+def test_a_short_or_malformed_secret_key_stops_the_service(value, capsys):
+    with pytest.raises(config_module.ConfigError, match='SECRET_KEY'):
+        config_module.load({'DATABASE_URL': 'x', 'SECRET_KEY': value})
+    with pytest.raises(SystemExit) as stopped:
+        config_module.load_or_exit({'DATABASE_URL': 'x', 'SECRET_KEY': value})
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and 'SECRET_KEY' in err
+
+
+def test_a_secret_key_of_32_bytes_in_either_base64_alphabet_is_accepted():
+    key = bytes(range(200, 232))
+    for text in (base64.b64encode(key).decode(), base64.urlsafe_b64encode(key).decode().rstrip('=')):
+        assert config_module.load({'DATABASE_URL': 'x', 'SECRET_KEY': text}).secret_key == key
+
+
+# Accounts that require MFA.
+
+@pytest.fixture
+def enforcing(testapp, admin):
+    """An account that requires MFA, its administrator enrolled."""
+    enable(testapp, admin)
+    answer = testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'enforce_mfa': True}, headers=admin.headers)
+    assert answer.json['enforce_mfa'] is True
+    return admin
+
+
+def test_only_an_administrator_with_mfa_may_require_it(testapp, admin, make_user):
+    assert testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'enforce_mfa': True}, headers=admin.headers,
+                            status=422).json == {
+        'message': 'Enforce mfa needs two-factor sign-in turned on for yourself first', 'attributes': ['enforce_mfa']}
+    agent = make_user(account_id=admin.account_id)
+    testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'enforce_mfa': True}, headers=agent.headers,
+                     status=401)
+    testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'enforce_mfa': 'yes'}, headers=admin.headers,
+                     status=422)
+
+
+def test_an_unenrolled_member_must_enrol_before_anything_else(testapp, enforcing, make_user):
+    member = make_user(account_id=enforcing.account_id)
+    # Its sign-in hands out the setup token, no session.
+    answer = sign_in(testapp, member)
+    assert set(answer.json) == {'mfa_setup_required', 'mfa_token'}
+    assert not any(name in answer.headers for name in TOKEN_HEADERS)
+    setup = {'mfa_token': answer.json['mfa_token']}
+    # The setup token reaches the MFA endpoints and nothing else.
+    testapp.get('/api/v1/profile', headers=setup, status=401)
+    testapp.get(f'/api/v1/accounts/{enforcing.account_id}', headers=setup, status=401)
+    second_step(testapp, setup['mfa_token'], status=401, otp_code='123456')
+    assert testapp.get('/api/v1/profile/mfa', headers=setup).json['enabled'] is False
+    # Its API token, and a session from before the requirement, are refused elsewhere.
+    refused = {'error': 'Your account requires two-factor sign-in: enable it first',
+               'error_code': 'mfa_enrollment_required'}
+    assert testapp.get('/api/v1/profile', headers={'api_access_token': member.access_token},
+                       status=403).json == refused
+    assert testapp.get('/api/v1/profile', headers=member.headers, status=403).json == refused
+    testapp.get(f'/api/v1/accounts/{enforcing.account_id}', headers=member.headers, status=403)
+    testapp.get('/api/v1/profile/mfa', headers=member.headers)
+
+    app, _ = enable(testapp, member, headers=setup)
+    # Enrolled: the setup token is spent; sign in as any MFA user.
+    testapp.get('/api/v1/profile/mfa', headers=setup, status=401)
+    done = second_step(testapp, challenge(testapp, member), otp_code=app.code(0))
+    testapp.get('/api/v1/profile', headers=headers_of(done))
+    testapp.get('/api/v1/profile', headers={'api_access_token': done.json['data']['access_token']})
+
+
+def test_an_unenrolled_member_may_sign_out(testapp, enforcing, make_user):
+    member = make_user(account_id=enforcing.account_id)
+    testapp.delete('/auth/sign_out', headers=member.headers)
+
+
+def test_a_password_reset_of_an_unenrolled_member_gives_the_setup_token(testapp, enforcing, make_user, conn):
+    member = make_user(account_id=enforcing.account_id)
+    testapp.post_json('/auth/password', {'email': member.email})
+    token = queued_token(conn, member.email, 'reset_password_token')
+    answer = testapp.put_json('/auth/password', {'reset_password_token': token, 'password': 'a brand new secret'},
+                              status=206)
+    assert set(answer.json) == {'mfa_setup_required', 'mfa_token'}
+
+
+def test_members_of_other_accounts_are_not_affected(testapp, enforcing, make_account, make_user):
+    other = make_user(account_id=make_account())
+    sign_in(testapp, other, status=200)
+    testapp.get('/api/v1/profile', headers={'api_access_token': other.access_token})
+
+
+def test_sign_in_without_mfa_is_unchanged(testapp, make_user):
+    user = make_user()
+    answer = sign_in(testapp, user, status=200)
+    assert answer.json['data']['mfa_enabled'] is False
+    assert all(name in answer.headers for name in TOKEN_HEADERS)
+    testapp.get('/api/v1/profile', headers=headers_of(answer))
