@@ -8,6 +8,7 @@ so they stay valid and new whenever the clock crosses a step.
 """
 
 import base64
+import random
 import time
 
 import pyotp
@@ -60,8 +61,12 @@ def challenge(testapp, user):
     return answer.json['mfa_token']
 
 
-def second_step(testapp, mfa_token, status=200, **factor):
-    return testapp.post_json('/auth/sign_in', {'mfa_token': mfa_token, **factor}, status=status)
+def second_step(testapp, mfa_token, status=200, headers=None, **factor):
+    return testapp.post_json('/auth/sign_in', {'mfa_token': mfa_token, **factor}, status=status, headers=headers)
+
+
+def fresh_ip():
+    return '10.%d.%d.%d' % (random.randrange(256), random.randrange(256), random.randrange(1, 255))
 
 
 def headers_of(answer):
@@ -442,3 +447,51 @@ def test_sign_in_without_mfa_is_unchanged(testapp, make_user):
     assert answer.json['data']['mfa_enabled'] is False
     assert all(name in answer.headers for name in TOKEN_HEADERS)
     testapp.get('/api/v1/profile', headers=headers_of(answer))
+
+
+# Rate limits (SPEC 12): counted apart from the password step.
+
+@pytest.fixture
+def limited(make_testapp):
+    # The MFA windows are one minute long and start on whole minutes: begin clear of one.
+    to_boundary = 60 - time.time() % 60
+    if to_boundary < 8:
+        time.sleep(to_boundary + 0.1)
+    return make_testapp(RATE_LIMITS='on')
+
+
+def test_the_second_step_allows_ten_per_ip_a_minute(limited, make_user):
+    ip = fresh_ip()
+    for _ in range(10):
+        limited.post_json('/auth/sign_in', {'mfa_token': 'x' * 43, 'otp_code': '123456'},
+                          headers={'X-Real-IP': ip}, status=401)
+    answer = limited.post_json('/auth/sign_in', {'mfa_token': 'y' * 43, 'otp_code': '123456'},
+                               headers={'X-Real-IP': ip}, status=429)
+    assert 1 <= int(answer.headers['Retry-After']) <= 60
+    # The password step of that address is counted apart, and is not used up.
+    user = make_user()
+    limited.post_json('/auth/sign_in', {'email': user.email, 'password': user.password},
+                      headers={'X-Real-IP': ip}, status=200)
+
+
+def test_the_second_step_allows_ten_per_mfa_token_a_minute(testapp, limited, make_user):
+    user = make_user()
+    app, _ = enable(testapp, user)
+    mfa_token = challenge(testapp, user)
+    for attempt in range(10):
+        second_step(limited, mfa_token, status=400 if attempt < mfa.MAX_WRONG_CODES else 401,
+                    otp_code=wrong_code(app), headers={'X-Real-IP': fresh_ip()})
+    limited.post_json('/auth/sign_in', {'mfa_token': mfa_token, 'otp_code': app.code(0)},
+                      headers={'X-Real-IP': fresh_ip()}, status=429)
+
+
+@pytest.mark.parametrize('method, path', [('POST', '/api/v1/profile/mfa/verify'),
+                                          ('POST', '/api/v1/profile/mfa/backup_codes'),
+                                          ('DELETE', '/api/v1/profile/mfa')])
+def test_codes_at_the_mfa_endpoints_allow_five_per_user_a_minute(limited, make_user, method, path):
+    user, other = make_user(), make_user()
+    for _ in range(5):
+        limited.request(path, method=method, json={'otp_code': '123456'}, headers=user.headers, status=422)
+    limited.request(path, method=method, json={'otp_code': '123456'}, headers=user.headers, status=429)
+    # Per user, whatever the address.
+    limited.request(path, method=method, json={'otp_code': '123456'}, headers=other.headers, status=422)

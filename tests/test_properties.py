@@ -172,7 +172,7 @@ _CONTENT_TYPES = st.sampled_from(['application/json', 'application/json', 'appli
 _HEADER_TEXT = st.text(st.characters(max_codepoint=255), max_size=12) | st.sampled_from(['\x00', 'a\x00b', ' '])
 # Valid credentials of either kind, none, or one credential header replaced by garbage.
 _CREDENTIALS = st.sampled_from(['token', 'api_access_token', 'none']) | st.tuples(
-    st.sampled_from(['access-token', 'client', 'uid', 'api_access_token']), _HEADER_TEXT)
+    st.sampled_from(['access-token', 'client', 'uid', 'api_access_token', 'mfa_token']), _HEADER_TEXT)
 
 
 def _headers(credentials, user, fresh_token):
@@ -183,7 +183,7 @@ def _headers(credentials, user, fresh_token):
     if credentials == 'none':
         return {}
     name, garbage = credentials
-    return {**(fresh_token(user) if name != 'api_access_token' else {}), name: garbage}
+    return {**(fresh_token(user) if name not in ('api_access_token', 'mfa_token') else {}), name: garbage}
 
 
 def _send(testapp, method, path, body, headers):
@@ -331,6 +331,35 @@ def test_no_address_gets_a_500_where_addresses_are_read(testapp):
         for method, path in (('POST', '/api/v1/accounts'), ('POST', '/auth/sign_in'), ('POST', '/auth/password'),
                              ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert')):
             _send(testapp, method, path, body, {'Content-Type': 'application/json'})
+
+
+# Two-factor sign-in (SPEC 12): the states generated requests cannot reach by themselves,
+# an MFA user with a live challenge, and codes of every shape.
+
+_CODES = st.none() | _TEXT | st.integers(0, 10**7) | st.from_regex(r'\A[0-9]{6}\Z') | st.sampled_from(
+    ['AAAAAA-AAAAAA-AAAAAA-AAAAAA', 'aaaaaa aaaaaa aaaaaa aaaaaa', '0O1I8B' * 4, '-' * 30, '１２３４５６', '12 34 56'])
+
+
+def test_no_second_factor_gets_a_500(testapp, make_user, fresh_token):
+    from tests.test_mfa import enable
+    user = make_user()
+    enable(testapp, user)
+
+    @hypothesis.given(factor=st.fixed_dictionaries({}, optional={'otp_code': _CODES, 'backup_code': _CODES}),
+                      endpoint=st.sampled_from(['sign_in', 'verify', 'backup_codes', 'disable']))
+    @hypothesis.settings(max_examples=4 * EXAMPLES, derandomize=True, deadline=None, database=None,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    def run(factor, endpoint):
+        if endpoint == 'sign_in':
+            challenge = testapp.post_json('/auth/sign_in', {'email': user.email, 'password': user.password},
+                                          status=206).json['mfa_token']
+            body, path, method, headers = {'mfa_token': challenge, **factor}, '/auth/sign_in', 'POST', {}
+        else:
+            path = {'verify': '/api/v1/profile/mfa/verify', 'backup_codes': '/api/v1/profile/mfa/backup_codes',
+                    'disable': '/api/v1/profile/mfa'}[endpoint]
+            body = {'password': user.password, **factor}
+            method, headers = ('DELETE' if endpoint == 'disable' else 'POST'), fresh_token(user)
+        _send(testapp, method, path, json.dumps(body).encode(), {**headers, 'Content-Type': 'application/json'})
 
     run()
 
