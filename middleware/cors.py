@@ -4,8 +4,9 @@ import falcon
 
 import apidoc
 
-# What a dashboard sends: the sign-in headers, the integration token, and JSON bodies.
-ALLOWED_HEADERS = 'access-token, client, uid, expiry, token-type, api_access_token, content-type'
+# What a dashboard sends: the sign-in headers, the integration token, the setup token of
+# an account's MFA requirement (SPEC 12), and JSON bodies.
+ALLOWED_HEADERS = 'access-token, client, uid, expiry, token-type, api_access_token, mfa_token, content-type'
 
 
 class CORS(falcon.CORSMiddleware):

@@ -8,7 +8,6 @@ sign-in token but the one it issues.
 import errors
 import tokens
 from resources import send_challenge
-from resources import send_json_text
 from resources import send_signed_in
 from services import addresses
 from services import captcha
