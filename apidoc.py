@@ -140,6 +140,8 @@ Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, `
 Its values are strings, cast where the schema wants another type: `true`/`false`/`1`/`0` for \
 booleans, decimal digits for integers, an empty value for null; anything else is the usual 422.
 
+Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (the password) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come back once). Then `POST /auth/sign_in` with the password answers 206 `{"mfa_required": true, "mfa_token"}` and no token headers, and a second `POST /auth/sign_in` with `mfa_token` and `otp_code` (or `backup_code`) signs in; a password reset or a confirmation of such a user answers the same 206. A member of an account with `enforce_mfa` and without MFA gets 206 `{"mfa_setup_required": true, "mfa_token"}` instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` endpoints, and after enrolling the member signs in again with a code. The MFA endpoints refuse `api_access_token`.
+
 Request schemas use three keywords of our own beside JSON Schema 2020-12: `notBlank: true` (a \
 string must hold a non-whitespace character), `maxBytes: N` (at most N bytes in UTF-8) and \
 `format: iana-timezone` (an IANA time zone name the server knows, e.g. `Europe/Paris`). The server \
