@@ -56,46 +56,32 @@ class MFA:
         resp.media = {'enabled': False}
 
 
-class MFAVerify:
-    """Turn MFA on with the first code of the pending secret; the recovery codes, once."""
+class MFACodeAction:
+    """POST /verify (turn MFA on: the recovery codes, once) or /backup_codes (new ones),
+    each behind a TOTP code."""
 
     access = {'POST': 'enrolment'}
-    responses = {'POST': {200: 'mfa_enabled', 403: 'mfa_unavailable'}}
-    schemas = {'POST': 'mfa_verify'}
     rate_limits = {'POST': _PER_USER}
 
-    def __init__(self, pool, queries, config):
+    # action: (request schema, response name, the service function)
+    ACTIONS = {
+        'verify': ('mfa_verify', 'mfa_enabled', mfa.enable),
+        'backup_codes': ('mfa_backup_codes', 'mfa_backup_codes', mfa.regenerate_recovery_codes),
+    }
+
+    def __init__(self, pool, queries, config, action):
         self._pool = pool
         self._queries = queries
         self._config = config
+        schema, response, self._action = self.ACTIONS[action]
+        self.schemas = {'POST': schema}
+        self.responses = {'POST': {200: response, 403: 'mfa_unavailable'}}
 
     def on_post(self, req, resp):
         mfa.require_available(self._config)
         caller = req.context.caller
         with self._pool.connection() as conn:
             with conn.transaction():
-                resp.media = mfa.enable(conn, self._queries, self._config, caller.id,
-                                        req.context.doc.get('otp_code'), _keep_client(caller))
-        resp.cache_control = NO_STORE
-
-
-class MFABackupCodes:
-    """Ten new recovery codes replace the old ones (a TOTP code first)."""
-
-    access = {'POST': 'enrolment'}
-    responses = {'POST': {200: 'mfa_backup_codes', 403: 'mfa_unavailable'}}
-    schemas = {'POST': 'mfa_backup_codes'}
-    rate_limits = {'POST': _PER_USER}
-
-    def __init__(self, pool, queries, config):
-        self._pool = pool
-        self._queries = queries
-        self._config = config
-
-    def on_post(self, req, resp):
-        mfa.require_available(self._config)
-        with self._pool.connection() as conn:
-            with conn.transaction():
-                resp.media = mfa.regenerate_recovery_codes(conn, self._queries, self._config,
-                                                           req.context.caller.id, req.context.doc.get('otp_code'))
+                resp.media = self._action(conn, self._queries, self._config, caller.id,
+                                          req.context.doc.get('otp_code'), _keep_client(caller))
         resp.cache_control = NO_STORE

@@ -206,7 +206,8 @@ def enable(conn, queries, config, user_id, otp_code, keep_client):
     return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def regenerate_recovery_codes(conn, queries, config, user_id, otp_code):
+def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None):
+    """New recovery codes behind a TOTP code (not a credential change: nothing is revoked)."""
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)

@@ -8,7 +8,6 @@ so they stay valid and new whenever the clock crosses a step.
 """
 
 import base64
-import random
 import time
 
 import pyotp
@@ -18,6 +17,8 @@ import config as config_module
 from services import mfa
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import resend
+from tests.test_rate_limits import fresh_ip
+from tests.test_rate_limits import start_clear_of_a_window_boundary
 
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
 UNAVAILABLE = {'error': 'MFA feature is not available. Please configure SECRET_KEY.'}
@@ -63,10 +64,6 @@ def challenge(testapp, user):
 
 def second_step(testapp, mfa_token, status=200, headers=None, **factor):
     return testapp.post_json('/auth/sign_in', {'mfa_token': mfa_token, **factor}, status=status, headers=headers)
-
-
-def fresh_ip():
-    return '10.%d.%d.%d' % (random.randrange(256), random.randrange(256), random.randrange(1, 255))
 
 
 def headers_of(answer):
@@ -453,10 +450,8 @@ def test_sign_in_without_mfa_is_unchanged(testapp, make_user):
 
 @pytest.fixture
 def limited(make_testapp):
-    # The MFA windows are one minute long and start on whole minutes: begin clear of one.
-    to_boundary = 60 - time.time() % 60
-    if to_boundary < 8:
-        time.sleep(to_boundary + 0.1)
+    # The MFA windows are one minute long.
+    start_clear_of_a_window_boundary(60, margin=8)
     return make_testapp(RATE_LIMITS='on')
 
 

@@ -14,13 +14,18 @@ def fresh_ip():
     return '10.%d.%d.%d' % (random.randrange(256), random.randrange(256), random.randrange(1, 255))
 
 
+def start_clear_of_a_window_boundary(period, margin=5):
+    """Wait out a window boundary less than ``margin`` s away, so a test's requests all
+    fall in one window (windows start on multiples of their period)."""
+    to_boundary = period - time.time() % period
+    if to_boundary < margin:
+        time.sleep(to_boundary + 0.1)
+
+
 @pytest.fixture
 def limited(make_testapp):
-    # Every window (5, 15, 30 minutes) starts on a multiple of 5 minutes: begin each test
-    # clear of such a boundary, so its requests all fall in one window.
-    to_boundary = 300 - time.time() % 300
-    if to_boundary < 5:
-        time.sleep(to_boundary + 0.1)
+    # Every window (5, 15, 30 minutes) starts on a multiple of 5 minutes.
+    start_clear_of_a_window_boundary(300)
     return make_testapp(RATE_LIMITS='on')
 
 

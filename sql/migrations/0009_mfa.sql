@@ -34,6 +34,18 @@ ALTER TABLE one_time_tokens
 -- Administrators may require MFA of every member (SPEC 12).
 ALTER TABLE accounts ADD COLUMN enforce_mfa boolean NOT NULL DEFAULT false;
 
+-- Whether an account of the user requires MFA and the user has not turned it on (SPEC 12):
+-- one definition for the access rules (auth.sql) and for sign-in (mfa.sql).
+CREATE FUNCTION mfa_enrollment_required(u users) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN u.mfa_enabled_at IS NOT NULL THEN false
+                ELSE EXISTS (SELECT 1
+                               FROM account_users au
+                               JOIN accounts a ON a.id = au.account_id
+                              WHERE au.user_id = u.id
+                                AND a.enforce_mfa) END
+$$;
+
 -- user_json: the body of 0004 with mfa_enabled made real; account_json gains enforce_mfa.
 CREATE OR REPLACE FUNCTION user_json(u users, p_avatar_url_prefix text) RETURNS json
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$

@@ -4,13 +4,7 @@
 -- the roles the access rules need, which costs the database a third as much.
 -- enrollment_required: an account of the user requires MFA and it is off (SPEC 12).
 SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, now() AS now,
-       u.mfa_enabled_at IS NOT NULL AS mfa_enabled,
-       CASE WHEN u.mfa_enabled_at IS NULL THEN EXISTS (
-           SELECT 1
-             FROM account_users au
-             JOIN accounts a ON a.id = au.account_id
-            WHERE au.user_id = u.id
-              AND a.enforce_mfa) ELSE false END AS enrollment_required,
+       u.mfa_enabled_at IS NOT NULL AS mfa_enabled, mfa_enrollment_required(u) AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,
        CASE WHEN NOT %(with_doc)s THEN (SELECT json_object_agg(au.account_id, au.role)
                                          FROM account_users au
@@ -24,13 +18,7 @@ SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, 
 
 -- name: user_for_access_token
 SELECT u.id, u.email,
-       u.mfa_enabled_at IS NOT NULL AS mfa_enabled,
-       CASE WHEN u.mfa_enabled_at IS NULL THEN EXISTS (
-           SELECT 1
-             FROM account_users au
-             JOIN accounts a ON a.id = au.account_id
-            WHERE au.user_id = u.id
-              AND a.enforce_mfa) ELSE false END AS enrollment_required,
+       u.mfa_enabled_at IS NOT NULL AS mfa_enabled, mfa_enrollment_required(u) AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,
        CASE WHEN NOT %(with_doc)s THEN (SELECT json_object_agg(au.account_id, au.role)
                                          FROM account_users au

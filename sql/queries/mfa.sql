@@ -79,13 +79,7 @@ RETURNING id;
 -- name: sign_in_state
 -- Whether a session may be issued now: not when MFA is on (a code first), nor when an
 -- account of the user requires MFA and it is off (enrolment first).
-SELECT u.mfa_enabled_at IS NOT NULL AS mfa_enabled,
-       u.mfa_enabled_at IS NULL AND EXISTS (
-           SELECT 1
-             FROM account_users au
-             JOIN accounts a ON a.id = au.account_id
-            WHERE au.user_id = u.id
-              AND a.enforce_mfa) AS setup_required
+SELECT u.mfa_enabled_at IS NOT NULL AS mfa_enabled, mfa_enrollment_required(u) AS setup_required
   FROM users u
  WHERE u.id = %(user_id)s;
 
