@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox.
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox,
+disable-mfa.
 
 Without DATABASE_URL they use scripts/run's embedded database (config.py).
 """
@@ -22,6 +23,7 @@ import db
 import errors
 import logs
 from middleware.validation import load_validators
+from services import mfa
 from services import outbox
 from services import passwords
 from services import users
@@ -69,6 +71,19 @@ def cmd_touch_cache_key(config, args):
     if row is None:
         sys.exit(f'touch-cache-key: no account with id {args.account_id}')
     print(row['doc'])
+
+
+def cmd_disable_mfa(config, args):
+    """The way back for a user who lost both the authenticator and the recovery codes."""
+    queries = db.load_queries()
+    email = args.email.strip().lower()
+    with psycopg.connect(config.database_url, row_factory=dict_row, autocommit=True) as conn:
+        with conn.transaction():
+            user = conn.execute(queries['confirmations.user_by_email'], {'email': email}).fetchone()
+            if user is None:
+                sys.exit(f'disable-mfa: no user with e-mail {email}')
+            disabled = mfa.disable_by_operator(conn, queries, config, user['id'])
+    print(orjson.dumps({'email': email, 'mfa_enabled': False, 'was_enabled': disabled}).decode())
 
 
 def cmd_deliver_mail(config, args):
@@ -137,6 +152,11 @@ def parser():
     touch.add_argument('--account-id', type=int, required=True)
     touch.add_argument('key', choices=('label', 'inbox', 'team'))
     touch.set_defaults(run=cmd_touch_cache_key)
+
+    off = commands.add_parser('disable-mfa', help="turn a user's MFA off (after checking who asks, out of band); "
+                                                  'ends every session and replaces the access token')
+    off.add_argument('--email', required=True)
+    off.set_defaults(run=cmd_disable_mfa)
 
     deliver = commands.add_parser('deliver-mail', help='send queued e-mail over SMTP until stopped')
     deliver.add_argument('--once', action='store_true', help='send what is due, then exit')

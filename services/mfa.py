@@ -233,6 +233,18 @@ def disable(conn, queries, config, user_id, password, otp_code, backup_code, kee
     return factor
 
 
+def disable_by_operator(conn, queries, config, user_id):
+    """``manage.py disable-mfa``: MFA off without a factor, every session ended.
+
+    Returns whether it was on. A credential change like any other disabling, so a
+    session the attacker may hold ends too.
+    """
+    user = _lock_user(conn, queries, user_id)
+    conn.execute(queries['mfa.disable'], {'user_id': user_id})
+    credentials.change(conn, queries, config, user_id, reason='mfa_disabled')
+    return user['enabled']
+
+
 def _issue(conn, queries, user_id, email, purpose, lifespan):
     token = tokens.new_token()
     conn.execute(queries['one_time_tokens.issue'], {

@@ -1,4 +1,4 @@
-"""manage.py: migrate, create-user, touch-cache-key, run as an operator would."""
+"""manage.py: migrate, create-user, touch-cache-key, disable-mfa, run as an operator would."""
 
 import json
 import os
@@ -87,3 +87,20 @@ def test_touch_cache_key_sets_now(base_env, admin, testapp):
     assert json.loads(done.stdout) == keys
     missing = manage(base_env, 'touch-cache-key', '--account-id', '999999999', 'team')
     assert missing.returncode != 0 and 'no account' in missing.stderr
+
+
+def test_disable_mfa_is_the_way_back_for_a_user_who_lost_every_factor(base_env, make_user, testapp, conn):
+    from tests.test_mfa import enable
+    user = make_user()
+    enable(testapp, user)
+    testapp.post_json('/auth/sign_in', {'email': user.email, 'password': user.password}, status=206)
+    done = manage(base_env, 'disable-mfa', '--email', user.email.upper())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {'email': user.email, 'mfa_enabled': False, 'was_enabled': True}
+    # A credential change: every session ends, and sign-in needs no code any more.
+    testapp.get('/api/v1/profile', headers=user.headers, status=401)
+    assert conn.execute('SELECT count(*) AS n FROM mfa_recovery_codes WHERE user_id = %s', (user.id,)).fetchone()['n'] == 0
+    answer = testapp.post_json('/auth/sign_in', {'email': user.email, 'password': user.password}, status=200)
+    assert answer.json['data']['mfa_enabled'] is False
+    missing = manage(base_env, 'disable-mfa', '--email', 'nobody-' + user.email)
+    assert missing.returncode != 0 and 'no user' in missing.stderr
