@@ -15,6 +15,7 @@ import pytest
 
 import config as config_module
 from services import mfa
+from tests import contract
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import resend
 from tests.test_rate_limits import fresh_ip
@@ -268,6 +269,25 @@ def test_a_challenge_token_is_no_credential(testapp, make_user):
         testapp.get('/auth/validate_token', headers=headers, status=401)
         testapp.get('/api/v1/profile/mfa', headers=headers, status=401)
         testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': '123456'}, headers=headers, status=401)
+
+
+def test_neither_token_of_a_206_opens_any_other_endpoint(testapp, enforcing, make_user):
+    """Sent as the mfa_token header to every documented operation that needs credentials."""
+    member = make_user(account_id=enforcing.account_id)
+    setup_token = sign_in(testapp, member).json['mfa_token']
+    challenge_token = challenge(testapp, enforcing)
+    opened = []
+    for path, operations in contract.document()['paths'].items():
+        for method, operation in operations.items():
+            if not operation['security'] or {} in operation['security']:
+                continue  # public, or optional credentials (sign-up, validate_token)
+            url = path.replace('{account_id}', str(enforcing.account_id))
+            for token in (setup_token, challenge_token):
+                answer = testapp.request(url, method=method.upper(), headers={'mfa_token': token},
+                                         expect_errors=True)
+                if answer.status_int != 401 and not (token == setup_token and {'mfaToken': []} in operation['security']):
+                    opened.append((method, path, answer.status_int))
+    assert opened == []
 
 
 def test_five_wrong_codes_use_up_the_challenge(testapp, make_user):
