@@ -17,15 +17,16 @@ workers = int(os.environ.get('WEB_CONCURRENCY', '3'))
 timeout = 30
 graceful_timeout = 30
 # Header names with underscores are dropped ('dangerous' mapped them too, so a
-# client's X_Real_IP merged with nginx's X-Real-IP into one HTTP_X_REAL_IP). The one
-# such header we need, api_access_token, is listed in forwarder_headers: gunicorn then
-# passes it as HTTP_API_ACCESS_TOKEN, but only from FORWARDED_ALLOW_IPS (nginx passes
-# the client's own). Nothing else is listed: gunicorn's default SCRIPT_NAME and
-# PATH_INFO would let a client behind nginx rewrite the app's routing.
+# client's X_Real_IP merged with nginx's X-Real-IP into one HTTP_X_REAL_IP). The two
+# such headers we need, api_access_token and mfa_token (SPEC 12), are listed in
+# forwarder_headers: gunicorn then passes them as HTTP_API_ACCESS_TOKEN and
+# HTTP_MFA_TOKEN, but only from FORWARDED_ALLOW_IPS (nginx passes the client's own).
+# Nothing else is listed: gunicorn's default SCRIPT_NAME and PATH_INFO would let a
+# client behind nginx rewrite the app's routing.
 header_map = 'drop'
-forwarder_headers = 'API_ACCESS_TOKEN'
-# Only these peers may set X-Real-IP / X-Request-Id and api_access_token; addresses,
-# CIDR networks or *, parsed alike here and by config.py (the app's own check).
+forwarder_headers = 'API_ACCESS_TOKEN,MFA_TOKEN'
+# Only these peers may set X-Real-IP / X-Request-Id, api_access_token and mfa_token;
+# addresses, CIDR networks or *, parsed alike here and by config.py (the app's own check).
 forwarded_allow_ips = os.environ.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1'
 # gunicorn checks it before reading this file (its default is the variable), with the
 # same rules as config.py; a mistake stops it with "Error: 10.0.0.1/8 has host bits set".

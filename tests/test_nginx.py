@@ -253,3 +253,14 @@ def test_nginx_own_refusals_are_json(proxy, gunicorn_log, path, request_bytes, s
 def test_the_error_pages_cannot_be_asked_for(proxy):
     status, headers, body = raw_request(proxy, b'GET /.frontdesk-error/400 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
     assert (status, json.loads(body)) == (404, {'error': 'Resource could not be found'})
+
+
+def test_the_mfa_token_header_reaches_the_app(proxy, testapp, admin, make_user):
+    from tests.test_mfa import enable
+    enable(testapp, admin)
+    testapp.put_json(f'/api/v1/accounts/{admin.account_id}', {'enforce_mfa': True}, headers=admin.headers)
+    member = make_user(account_id=admin.account_id)
+    challenge = http('POST', proxy + '/auth/sign_in', {'email': member.email, 'password': member.password})
+    assert challenge.status == 206 and challenge.json['mfa_setup_required'] is True
+    answer = http('GET', proxy + '/api/v1/profile/mfa', headers={'mfa_token': challenge.json['mfa_token']})
+    assert answer.status == 200 and answer.json['enabled'] is False
