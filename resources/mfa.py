@@ -52,7 +52,7 @@ class MFA:
         with self._pool.connection() as conn:
             with conn.transaction():
                 mfa.disable(conn, self._queries, self._config, caller.id, doc.get('password'),
-                            doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller))
+                            doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller), request=req)
         resp.media = {'enabled': False}
 
 
@@ -83,5 +83,5 @@ class MFACodeAction:
         with self._pool.connection() as conn:
             with conn.transaction():
                 resp.media = self._action(conn, self._queries, self._config, caller.id,
-                                          req.context.doc.get('otp_code'), _keep_client(caller))
+                                          req.context.doc.get('otp_code'), _keep_client(caller), request=req)
         resp.cache_control = NO_STORE

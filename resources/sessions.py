@@ -7,6 +7,7 @@ import falcon
 import errors
 from resources import JSON
 from resources import send_challenge
+from resources import send_json_text
 from resources import send_signed_in
 from services import addresses
 from services import audit

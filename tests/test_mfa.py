@@ -8,6 +8,7 @@ so they stay valid and new whenever the clock crosses a step.
 """
 
 import base64
+import re
 import time
 
 import pyotp
@@ -281,7 +282,7 @@ def test_neither_token_of_a_206_opens_any_other_endpoint(testapp, enforcing, mak
         for method, operation in operations.items():
             if not operation['security'] or {} in operation['security']:
                 continue  # public, or optional credentials (sign-up, validate_token)
-            url = path.replace('{account_id}', str(enforcing.account_id))
+            url = re.sub(r'\{\w+\}', '1', path.replace('{account_id}', str(enforcing.account_id)))
             for token in (setup_token, challenge_token):
                 answer = testapp.request(url, method=method.upper(), headers={'mfa_token': token},
                                          expect_errors=True)
@@ -510,3 +511,51 @@ def test_codes_at_the_mfa_endpoints_allow_five_per_user_a_minute(limited, make_u
     limited.request(path, method=method, json={'otp_code': '123456'}, headers=user.headers, status=429)
     # Per user, whatever the address.
     limited.request(path, method=method, json={'otp_code': '123456'}, headers=other.headers, status=422)
+
+
+# Security e-mails and audit events (SPEC 12, 14).
+
+def events_of(conn, user_id):
+    return [(row['event'], row['details'].get('reason')) for row in conn.execute(
+        'SELECT event, details FROM audit_events WHERE subject_id = %s ORDER BY id', (user_id,))]
+
+
+def subjects_to(conn, address):
+    return [row['subject'] for row in conn.execute(
+        'SELECT subject FROM mail_outbox WHERE to_address = %s ORDER BY id', (address,))]
+
+
+def test_each_mfa_event_is_audited_and_mailed(testapp, make_user, conn):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': app.code(0)}, headers=user.headers)
+    codes = testapp.post_json('/api/v1/profile/mfa/backup_codes', {'otp_code': app.code(1)},
+                              headers=user.headers).json['backup_codes']
+    second_step(testapp, challenge(testapp, user), status=400, otp_code=wrong_code(app))
+    second_step(testapp, challenge(testapp, user), backup_code=codes[0])
+    testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'backup_code': codes[1]},
+                        headers=user.headers)
+    mfa_events = [event for event in events_of(conn, user.id) if event[0].startswith(('mfa', 'sign_in'))]
+    assert mfa_events == [
+        ('mfa_enabled', None), ('mfa_backup_codes_regenerated', None), ('mfa_backup_codes_regenerated', None),
+        ('sign_in_failed', 'mfa'), ('mfa_recovery_code_used', None), ('sign_in_succeeded', None),
+        ('mfa_recovery_code_used', None), ('mfa_disabled', None)]
+    assert subjects_to(conn, user.email) == [
+        'Two-factor sign-in was turned on', 'New recovery codes were made', 'New recovery codes were made',
+        'A recovery code was used', 'A recovery code was used', 'Two-factor sign-in was turned off']
+    # No secret in any of them.
+    bodies = str(conn.execute('SELECT text_body, html_body FROM mail_outbox WHERE to_address = %s',
+                              (user.email,)).fetchall())
+    details = str(conn.execute('SELECT details FROM audit_events WHERE subject_id = %s', (user.id,)).fetchall())
+    for code in codes:
+        assert code not in bodies and code not in details
+    assert app.totp.secret not in bodies and app.totp.secret not in details
+
+
+def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp, conn):
+    before = conn.execute("SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
+                          " AND details->>'reason' = 'mfa'").fetchone()['n']
+    second_step(testapp, 'no such token', status=401, otp_code='123456')
+    after = conn.execute("SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
+                         " AND details->>'reason' = 'mfa'").fetchone()['n']
+    assert after == before + 1
