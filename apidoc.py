@@ -404,7 +404,12 @@ OPERATIONS = {
         'Sign in',
         'E-mail (any case) and password of a confirmed user. Wrong e-mail or password are the same 401; '
         'an unconfirmed address is a 401 with `error_code: user_not_confirmed`. 5 tries per IP per 5 '
-        'minutes, 10 per address per 15 minutes.' + _TOKEN_NOTE),
+        'minutes, 10 per address per 15 minutes.' + _TOKEN_NOTE + ' A user with two-factor sign-in gets 206 '
+        '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the second request sends '
+        '`mfa_token` with `otp_code` (or `backup_code`) and signs in (bad code 400, counted: 5 per token; bad, '
+        'used or expired token 401; 10 per IP and 10 per token a minute). A member of an account that '
+        'requires MFA, without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as '
+        'the `mfa_token` header, reaches only `/api/v1/profile/mfa*`.'),
     'DELETE /auth/sign_out': (
         'Sign out', 'Revokes the token of the request; it gets 401 afterwards. Needs the token headers.'),
     'GET /auth/validate_token': (
@@ -413,7 +418,8 @@ OPERATIONS = {
         'Confirm an e-mail address',
         'With the `confirmation_token` of the mailed link (`.../app/auth/confirmation?confirmation_token=T`):'
         ' confirms the address (a pending new one becomes `email`) and signs in. Tokens work once and '
-        'expire after 3 days.' + _TOKEN_NOTE),
+        'expire after 3 days.' + _TOKEN_NOTE + ' For a user with two-factor sign-in: confirms, then 206 with '
+        'an `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.'),
     'POST /auth/password': (
         'Ask for a password reset link',
         'Always the same answer, whether or not the address belongs to a user; a user gets a link '
@@ -421,7 +427,9 @@ OPERATIONS = {
     'PUT /auth/password': (
         'Set a new password with a reset link',
         'With the `reset_password_token` of the mailed link: sets the password, confirms the address, ends '
-        'every other session and signs in.' + _TOKEN_NOTE),
+        'every other session and signs in.' + _TOKEN_NOTE + ' For a user with two-factor sign-in: sets the '
+        'password, ends every session, then 206 with an `mfa_token` for the second step of '
+        '`POST /auth/sign_in`, no token headers.'),
     'POST /resend_confirmation': (
         'Mail the confirmation link again, signed out',
         'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
@@ -461,6 +469,28 @@ OPERATIONS = {
         'Sign a member out everywhere',
         'Ends every session of that member (and its access token with `?include_access_token=true`); '
         '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE),
+    'GET /api/v1/profile/mfa': (
+        'Your two-factor sign-in',
+        'Whether it is on, and how many recovery codes are left; `feature_available` is false while the '
+        'server has no `SECRET_KEY`. Token headers of a sign-in (403 with `api_access_token`), or the '
+        '`mfa_token` header of an enrolment an account requires.'),
+    'POST /api/v1/profile/mfa': (
+        'Start two-factor enrolment',
+        'Behind the current password: a new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an '
+        '`otpauth://` URL for a QR code, and as text. MFA stays off until `/verify` gets a code from it. '
+        'Token headers or the enrolment `mfa_token`; never `api_access_token`.'),
+    'DELETE /api/v1/profile/mfa': (
+        'Turn two-factor sign-in off',
+        'Needs the password and a code (`otp_code` or `backup_code`). A credential change: every other '
+        'session, the access token and open links end; you get a security e-mail. 5 a minute.'),
+    'POST /api/v1/profile/mfa/verify': (
+        'Turn two-factor sign-in on',
+        'The first code of the new secret turns MFA on and answers the 10 recovery codes, shown this once. '
+        'A credential change: every other session, the access token and open links end; you get a security '
+        'e-mail. With the enrolment `mfa_token` it signs nobody in: sign in again, with a code. 5 a minute.'),
+    'POST /api/v1/profile/mfa/backup_codes': (
+        'New recovery codes',
+        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop working. 5 a minute.'),
     'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
                  '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
     'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
@@ -487,6 +517,8 @@ _SESSION_EXAMPLE = {'id': 91, 'client_name': None, 'browser_name': 'Firefox', 'b
             'platform_name': 'Linux', 'device_name': None, 'ip_address': '203.0.113.9', 'created_at': _NOW,
             'last_activity_at': _NOW, 'expires_at': '2026-03-16T09:30:00.000Z', 'current': True}
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
+_RECOVERY_CODES = [f'{group}-K7PQ2M-XW4RTZ-B3NV6H' for group in (
+    'QRSTUV', 'WXYZ23', 'AB4567', 'CDEFGH', 'IJKLMN', 'OPQRST', 'UVWXYZ', '234567', 'ZYXWVU', 'TSRQPO')]
 
 # Response examples by RESPONSES name.
 EXAMPLES = {
@@ -500,7 +532,7 @@ EXAMPLES = {
     'account': {'id': 42, 'name': 'Acme Inc', 'locale': 'en', 'domain': None, 'support_email': None,
                 'auto_resolve_duration': None, 'status': 'active',
                 'custom_attributes': {'timezone': 'Europe/Paris'}, 'created_at': _NOW, 'cache_keys': _CACHE_KEYS,
-                'features': {}, 'latest_chatwoot_version': None},
+                'features': {}, 'latest_chatwoot_version': None, 'enforce_mfa': False},
     'cache_keys': {'cache_keys': _CACHE_KEYS},
     'empty': {},
     'signed_in': {'data': _USER},
@@ -520,6 +552,20 @@ EXAMPLES = {
     'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
     'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
                         'its way.'},
+    'mfa_status': {'feature_available': True, 'enabled': True, 'backup_codes_generated': True,
+                   'backup_codes_remaining': 9},
+    'mfa_provisioning': {'provisioning_url': 'otpauth://totp/Frontdesk:ada%40example.com?'
+                                             'secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Frontdesk',
+                         'secret': 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'},
+    'mfa_enabled': {'enabled': True, 'backup_codes': _RECOVERY_CODES},
+    'mfa_backup_codes': {'backup_codes': _RECOVERY_CODES},
+    'mfa_disabled': {'enabled': False},
+    'mfa_challenge': {'mfa_required': True, 'mfa_token': 'Qm7Xv2Lp9Ta4Rz1Kc8Wn5Hb3Jd6Fs0Ge2Yu4Io7Pq1A'},
+    'mfa_unavailable': {'error': 'MFA feature is not available. Please configure SECRET_KEY.'},
+    'mfa_enrollment_required': {'error': 'Your account requires two-factor sign-in: enable it first',
+                                'error_code': 'mfa_enrollment_required'},
+    'invalid_mfa_token': {'error': 'Invalid or expired MFA token'},
+    'invalid_code': {'error': 'Invalid verification code'},
     'bad_request': {'message': 'The body is not valid JSON'},
     'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
     'not_authorized': {'error': 'You are not authorized to do this action'},
@@ -554,6 +600,10 @@ REQUEST_EXAMPLES = {
     'password_reset_create': {'email': 'ada@example.com'},
     'resend_confirmation': {'email': 'ada@example.com'},
     'email_revert': {'token': 'Zr5Tq8Wm1Kp4Xn7Bv0Cy3Hd6Fj9Lg2Sa'},
+    'mfa_enable': {'password': 'a long passphrase'},
+    'mfa_verify': {'otp_code': '492039'},
+    'mfa_backup_codes': {'otp_code': '492039'},
+    'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
     'password_reset_update': {'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
                               'password': 'a new long passphrase',
                               'password_confirmation': 'a new long passphrase'},
