@@ -214,7 +214,7 @@ def _statuses(resource, method, level):
         add(401, 'unauthenticated')
     if level in ('session', 'enrolment'):
         add(403, 'needs_session')
-    if level in ('user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
+    if level in ('optional', 'user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
         add(403, 'mfa_enrollment_required')
     if level in ('member', 'administrator'):
         add(404, 'not_found')

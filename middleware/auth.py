@@ -144,9 +144,15 @@ class RequireAccess:
             if not hasattr(resource, f'on_{req.method.lower()}'):
                 return  # no responder: Falcon's 405, answered as the 404 of an unknown route
             raise errors.NotAuthorized()
-        if level in ('public', 'optional'):
+        if level == 'public':
             return
         caller = req.context.caller
+        if level == 'optional':
+            # Optional credentials that are sent are held to the account's MFA requirement too.
+            if caller is not None and caller.enrollment_required and not getattr(resource, 'before_enrolment',
+                                                                                  False):
+                raise errors.MFAEnrollmentRequired()
+            return
         if caller is None:
             raise errors.Unauthenticated()
         if level == 'enrolment':

@@ -69,6 +69,9 @@ class SignIn:
                 with conn.transaction():
                     kind = mfa.challenge_kind(conn, self._queries, user['id'])
                     if kind:
+                        # The password checked above must still be the user's when the
+                        # challenge is issued (a reset may have committed meanwhile).
+                        sessions.check_password_unchanged(conn, self._queries, user['id'], hashed)
                         return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
                                                                         user['email'], kind))
                     session = self._sign_in(conn, req, doc, user, hashed)

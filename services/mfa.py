@@ -56,6 +56,9 @@ INVALID_CODE = 'Invalid verification code'
 INVALID_CURRENT_PASSWORD = 'Invalid current password'
 ALREADY_ENABLED = 'MFA is already enabled'
 NOT_ENABLED = 'MFA is not enabled'
+# Whoever signed up with someone else's address could otherwise put a second factor of
+# their own in front of the owner's confirmation and reset (both answer 206 for MFA users).
+UNCONFIRMED = 'Confirm your e-mail address before enabling MFA'
 INVALID_DISABLE = 'Invalid credentials or verification code'
 
 
@@ -198,6 +201,8 @@ def start_enrolment(conn, queries, config, user_id, password):
         raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
+    if not user['confirmed']:
+        raise errors.Unprocessable(message=UNCONFIRMED)
     secret = pyotp.random_base32()
     conn.execute(queries['mfa.start_enrolment'], {'user_id': user_id, 'otp_secret': seal(config, user_id, secret)})
     url = pyotp.TOTP(secret).provisioning_uri(name=user['email'], issuer_name=ISSUER)
@@ -209,6 +214,8 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, request=None):
     user = _lock_user(conn, queries, user_id)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
+    if not user['confirmed']:
+        raise errors.Unprocessable(message=UNCONFIRMED)
     if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
         raise errors.Unprocessable(message=INVALID_CODE)
     conn.execute(queries['mfa.enable'], {'user_id': user_id})

@@ -92,6 +92,14 @@ def revoke_one(conn, queries, user_id, session_id, request=None):
     return True
 
 
+def check_password_unchanged(conn, queries, user_id, verified_hash):
+    """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its password."""
+    lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    if lock['encrypted_password'] != verified_hash:
+        raise PasswordChanged()
+    return lock
+
+
 def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_id=None, revoke_all=False,
             second_factor=False):
     """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
@@ -101,10 +109,10 @@ def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_
     then written). Returns the Issued session.
     """
     user_id = user['id']
-    lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
     # The password was checked outside this lock; MFA may have come on since (SPEC 12)
     # unless this is the second step, which checked a code under the lock.
-    if lock['encrypted_password'] != verified_hash or (lock['mfa_enabled'] and not second_factor):
+    lock = check_password_unchanged(conn, queries, user_id, verified_hash)
+    if lock['mfa_enabled'] and not second_factor:
         raise PasswordChanged()
     if revoke_all:
         revoke_others(conn, queries, user_id, None, request)

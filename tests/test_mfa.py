@@ -559,3 +559,54 @@ def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp,
     after = conn.execute("SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
                          " AND details->>'reason' = 'mfa'").fetchone()['n']
     assert after == before + 1
+
+
+# Seams found in review: MFA must not outlive the owner taking the address back.
+
+
+def test_an_unconfirmed_user_cannot_enrol(testapp, make_user, conn):
+    """Whoever signed up with someone else's address cannot put an authenticator of their
+    own in front of the owner's confirmation and reset."""
+    squatter = make_user(confirmed=False)
+    refused = {'message': 'Confirm your e-mail address before enabling MFA'}
+    assert testapp.post_json('/api/v1/profile/mfa', {'password': squatter.password}, headers=squatter.headers,
+                             status=422).json == refused
+    # A secret made while confirmed does not become usable after the fact either.
+    conn.execute('UPDATE users SET confirmed_at = now() WHERE id = %s', (squatter.id,))
+    started = testapp.post_json('/api/v1/profile/mfa', {'password': squatter.password}, headers=squatter.headers).json
+    conn.execute('UPDATE users SET confirmed_at = NULL WHERE id = %s', (squatter.id,))
+    code = Authenticator(started['provisioning_url']).code(0)
+    assert testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': code}, headers=squatter.headers,
+                             status=422).json == refused
+    assert testapp.get('/api/v1/profile', headers=squatter.headers).json['mfa_enabled'] is False
+
+
+def test_an_email_revert_turns_off_the_takers_mfa(testapp, make_user, conn, queries):
+    """Someone who took the account and enrolled an authenticator of theirs: the owner's
+    revert, and the reset it mails, must end at a session for the owner, not a 206."""
+    from services import mail
+    from tests.test_confirmations import queued_token
+    owner = make_user()
+    old_address = owner.email
+    enable(testapp, owner)  # the taker's authenticator
+    with conn.transaction():
+        revert = mail._issue(conn, queries, owner.id, 'email_revert', old_address, mail.REVERT_LIFESPAN,
+                             replace=False)
+    assert testapp.post_json('/auth/email_revert', {'token': revert}).json == {}
+    row = conn.execute('SELECT otp_secret, mfa_enabled_at, (SELECT count(*) FROM mfa_recovery_codes c'
+                       ' WHERE c.user_id = u.id) AS codes FROM users u WHERE id = %s', (owner.id,)).fetchone()
+    assert row == {'otp_secret': None, 'mfa_enabled_at': None, 'codes': 0}
+    reset = queued_token(conn, old_address, 'reset_password_token')
+    answer = testapp.put_json('/auth/password', {'reset_password_token': reset, 'password': 'the owner again 7',
+                                                 'password_confirmation': 'the owner again 7'}, status=200)
+    assert answer.headers['access-token'] and answer.json['data']['mfa_enabled'] is False
+
+
+def test_enforced_mfa_also_holds_where_credentials_are_optional(testapp, enforcing, make_user):
+    member = make_user(account_id=enforcing.account_id)
+    for headers in (member.headers, {'api_access_token': member.access_token}):
+        assert testapp.get('/auth/validate_token', headers=headers, status=403).json['error_code'] == \
+            'mfa_enrollment_required'
+        testapp.post_json('/api/v1/accounts', {'account_name': 'Side door'}, headers=headers, status=403)
+    # Without credentials these stay what they are.
+    testapp.get('/auth/validate_token', status=401)

@@ -63,7 +63,8 @@ SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
 -- Uses up an e-mail revert link: the address it was mailed to becomes the user's again, a
 -- pending change is cancelled and the password cleared (whoever made the change may know
 -- it). Revert links issued after this one go too: they were mailed from the states being
--- undone, perhaps to the taker's own mailbox.
+-- undone, perhaps to the taker's own mailbox. Two-factor sign-in goes too: an
+-- authenticator the taker enrolled would otherwise stand in front of the owner's reset.
 WITH taken AS (
     DELETE FROM one_time_tokens
      WHERE token_digest = %(token_digest)s
@@ -76,11 +77,18 @@ WITH taken AS (
      WHERE o.user_id = t.user_id
        AND o.purpose = 'email_revert'
        AND o.id > t.id
+), codes AS (
+    DELETE FROM mfa_recovery_codes c
+     USING taken t
+     WHERE c.user_id = t.user_id
 )
 UPDATE users u
    SET email = t.email,
        unconfirmed_email = NULL,
        encrypted_password = NULL,
+       otp_secret = NULL,
+       otp_last_step = NULL,
+       mfa_enabled_at = NULL,
        updated_at = now()
   FROM taken t
  WHERE u.id = t.user_id

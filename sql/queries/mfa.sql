@@ -9,7 +9,8 @@ SELECT u.mfa_enabled_at IS NOT NULL AS enabled,
 -- name: lock_user
 -- Every check of a code holds this lock until its transaction ends, so the replay guard
 -- (otp_last_step) and single-use recovery codes hold against concurrent requests.
-SELECT id, email, name, encrypted_password, otp_secret, otp_last_step, mfa_enabled_at IS NOT NULL AS enabled
+SELECT id, email, name, encrypted_password, otp_secret, otp_last_step, mfa_enabled_at IS NOT NULL AS enabled,
+       confirmed_at IS NOT NULL AS confirmed
   FROM users
  WHERE id = %(user_id)s
    FOR UPDATE;
