@@ -206,19 +206,33 @@ def embedded_stop(root):
 
 
 def test_run(command):
-    """Run ``command`` with TEST_DATABASE_URL on a throwaway cluster, then remove it."""
-    cluster = throwaway()
-    print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)', file=sys.stderr)
+    """Run ``command`` with TEST_DATABASE_URL on a throwaway cluster, then remove it.
+
+    The signal handlers go in before anything exists or is announced: a SIGTERM, SIGINT
+    or SIGHUP that arrives while the cluster is being made, or between the announcement
+    and the child's start, is remembered; the child then never starts (or gets it as
+    soon as it exists), and the cluster is removed all the same.
+    """
+    pending = []
     child = None
 
     def forward(signum, frame):
-        if child is not None:
+        if child is None:
+            pending.append(signum)
+        else:
             child.send_signal(signum)
 
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    cluster = throwaway()
     try:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, forward)
+        print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)',
+              file=sys.stderr, flush=True)
+        if pending:
+            return 128 + pending[0]
         child = subprocess.Popen(command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()})
+        if pending:  # arrived while Popen ran, before ``child`` was set
+            child.send_signal(pending[0])
         return child.wait()
     finally:
         if child is not None and child.poll() is None:
