@@ -32,8 +32,26 @@ from services import users
 def cmd_migrate(config, args):
     # issue 14: migrations hold a session-level advisory lock, so they go direct to
     # PostgreSQL (MIGRATE_DATABASE_URL) when DATABASE_URL is a transaction-mode pooler.
-    applied = db.migrate(config.migrate_database_url or config.database_url)
+    url = config.migrate_database_url or config.database_url
+    if args.status:
+        return migration_status(url)
+    try:
+        applied = db.migrate(url)
+    except db.MigrationRefused as ex:
+        sys.exit(f'manage.py migrate: {ex}')
     print(f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}')
+
+
+def migration_status(url):
+    """One line per migration, applied (with when) or pending; reads only, takes no lock."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        recorded = db.recorded_migrations(conn)
+    states = db.migration_states(recorded)
+    for version, applied_at, state in states:
+        print(f'{state:<12} {db.utc_time(applied_at) if applied_at else "":<23} {version}')
+    reason = db.refusal(recorded, states)
+    if reason:
+        sys.exit(f'manage.py migrate: {reason}')
 
 
 def cmd_create_user(config, args):
@@ -137,7 +155,11 @@ def parser():
     top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
     commands = top.add_subparsers(dest='command', required=True)
 
-    commands.add_parser('migrate', help='apply pending migrations (idempotent)').set_defaults(run=cmd_migrate)
+    migrate = commands.add_parser('migrate', help='apply pending migrations (idempotent); refuses when an applied '
+                                  "migration's file changed or is missing")
+    migrate.add_argument('--status', action='store_true',
+                         help='list applied (with the time) and pending migrations; change nothing')
+    migrate.set_defaults(run=cmd_migrate)
 
     create = commands.add_parser('create-user', help='create a user and print it as JSON')
     create.add_argument('--email', required=True)

@@ -1,0 +1,144 @@
+"""Migrations never change once on main (issue 17): pinned checksums, manage.py migrate's
+refusal and --status."""
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+import db
+from tests.conftest import ROOT
+from tests.conftest import new_database
+
+# The sha256 of every migration on main. A migration on main never changes: a fix is a new
+# file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
+PINNED = {
+    '0001_initial.sql': 'bddad73d8054fe643ea3ab2cda5dc80b5b7ea2cecec72dfed32ff3e8956fb627',
+    '0002_email_checks_independent_of_locale.sql': '848fd1451a2bc7cb8dce7e4c28f62f316837e19e2beffdc1caae16c95baa46f1',
+    '0003_user_json_of_a_row.sql': '3dec058a058c73f446f4e931fff19abe34aa55176606951d2accc8a57c70990f',
+    '0004_client_fields.sql': 'eb36e41134e2651452a5091716b505bfe0dc175303caa370233c76b68d5db013',
+    '0005_credential_lifecycle.sql': '61cf92c6759440c4a1a2fcaf1babd3b489a1ffb1487dbbe375a9bd8f72b96e62',
+    '0006_ui_settings_cap_and_suppressed_mail.sql': '3707b52c9efc3e78906ff3088e63376644477c4af90a23b1b34575525026b0a5',
+    '0008_sessions_and_audit.sql': 'bccac67cf655a03ba1c48cf11d6817ac0d3c710a2f51ddc6e7e00b4c7e179166',
+    '0009_mfa.sql': '68b34839979315b92050d3f38219aa8373f809ac5cbb3353b42143d5c4040e39',
+}
+
+
+def manage(url, *args):
+    env = {**os.environ, 'DATABASE_URL': url}
+    env.pop('MIGRATE_DATABASE_URL', None)
+    return subprocess.run([sys.executable, 'manage.py', *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def recorded(url):
+    with psycopg.connect(url) as conn:
+        return conn.execute('SELECT version, applied_at, checksum FROM schema_migrations ORDER BY version').fetchall()
+
+
+def test_no_migration_on_main_changes_and_every_one_is_pinned():
+    on_disk = {path.name: db.checksum(path) for path in db.migration_files()}
+    changed = [f'sql/migrations/{name} changed after it was merged; a migration on main never changes: '
+               'put the change in a new migration' for name in sorted(on_disk.keys() & PINNED.keys())
+               if on_disk[name] != PINNED[name]]
+    gone = [f'sql/migrations/{name} was removed or renamed; a migration on main stays as it is'
+            for name in sorted(PINNED.keys() - on_disk.keys())]
+    unpinned = [f"sql/migrations/{name} is not pinned: add '{name}': '{on_disk[name]}' to PINNED in "
+                'tests/test_migrations.py' for name in sorted(on_disk.keys() - PINNED.keys())]
+    assert not changed + gone + unpinned, '\n'.join(changed + gone + unpinned)
+
+
+def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        db.migrate(url, target='0008_sessions_and_audit')
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE schema_migrations SET checksum = repeat('0', 64)"
+                         " WHERE version = '0005_credential_lifecycle'")
+            # A row from before checksums were kept: a refused run must not fill it in either.
+            conn.execute("UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'")
+        before = recorded(url)
+
+        done = manage(url, 'migrate')
+
+        assert done.returncode != 0 and done.stdout == ''
+        assert done.stderr.splitlines() == [
+            'manage.py migrate: sql/migrations/0005_credential_lifecycle.sql was changed after it was applied '
+            f'(checksum {"0" * 64} applied, {PINNED["0005_credential_lifecycle.sql"]} now); a migration on main '
+            'never changes: write a new one']
+        assert recorded(url) == before
+        with psycopg.connect(url) as conn:  # 0009 was pending and stays so
+            assert conn.execute("SELECT to_regclass('mfa_recovery_codes')").fetchone()[0] is None
+
+
+def test_migrate_refuses_when_an_applied_migrations_file_is_missing():
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        # 0006 was renamed after merge: a database that applied it under its first name.
+        db.migrate(url, target='0005_credential_lifecycle')
+        with psycopg.connect(url) as conn:
+            conn.execute("INSERT INTO schema_migrations (version, applied_at, checksum)"
+                         " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00', repeat('a', 64))")
+        before = recorded(url)
+
+        done = manage(url, 'migrate')
+
+        assert done.returncode != 0 and done.stdout == ''
+        assert done.stderr.splitlines() == [
+            'manage.py migrate: sql/migrations/0006_ui_settings_size_limit.sql was applied (2025-01-02 03:04:05 UTC)'
+            ' but the file is missing; a migration on main is never renamed or removed: restore it']
+        assert recorded(url) == before
+        status = manage(url, 'migrate', '--status')
+        assert status.returncode != 0 and status.stderr == done.stderr
+        assert status.stdout.splitlines()[5:] == [
+            f'out of order{" " * 25}0006_ui_settings_cap_and_suppressed_mail',
+            'missing      2025-01-02 03:04:05 UTC 0006_ui_settings_size_limit',
+            f'pending{" " * 30}0008_sessions_and_audit',
+            f'pending{" " * 30}0009_mfa']
+
+
+def test_a_new_migration_numbered_below_an_applied_one_is_refused(tmp_path):
+    for path in db.migration_files():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        db.migrate(url, directory=tmp_path)
+        (tmp_path / '0007_late.sql').write_text('-- Fills the gap 0007 left.\nCREATE TABLE late (id int);\n')
+        before = recorded(url)
+
+        with pytest.raises(db.MigrationRefused) as refused:
+            db.migrate(url, directory=tmp_path)
+
+        assert str(refused.value) == (
+            f'{tmp_path}/0007_late.sql is pending but sorts before 0009_mfa, which is applied; a new migration '
+            'takes the next number after every migration on main: renumber it')
+        assert recorded(url) == before
+
+
+def test_status_lists_applied_with_their_time_and_pending():
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        assert manage(url, 'migrate', '--status').stdout.splitlines() == [
+            f'pending{" " * 30}{path.stem}' for path in db.migration_files()]
+        db.migrate(url, target='0005_credential_lifecycle')
+        times = {version: db.utc_time(applied_at) for version, applied_at, _ in recorded(url)}
+
+        done = manage(url, 'migrate', '--status')
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            f'{"applied" if path.stem in times else "pending":<12} {times.get(path.stem, ""):<23} {path.stem}'
+            for path in db.migration_files()]
+        assert sum(line.startswith('pending ') for line in done.stdout.splitlines()) == 3
+
+
+def test_a_database_migrated_before_checksums_gets_them_on_the_next_migrate():
+    with new_database('frontdesk_migrate') as url:
+        with psycopg.connect(url) as conn:
+            conn.execute('ALTER TABLE schema_migrations DROP COLUMN checksum')
+        status = manage(url, 'migrate', '--status')
+        assert status.returncode == 0, status.stderr
+        assert [line.split()[0] for line in status.stdout.splitlines()] == ['unchecked'] * len(PINNED)
+
+        done = manage(url, 'migrate')
+
+        assert (done.returncode, done.stdout) == (0, 'applied 0 migration(s): none pending\n'), done.stderr
+        assert {f'{version}.sql': checksum for version, _, checksum in recorded(url)} == PINNED
