@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox,
-disable-mfa.
+disable-mfa, schema-dump.
 
 Without DATABASE_URL they use scripts/run's embedded database (config.py).
 """
@@ -22,6 +22,7 @@ import config as config_module
 import db
 import errors
 import logs
+import schema_dump
 from middleware.validation import load_validators
 from services import mfa
 from services import outbox
@@ -52,6 +53,12 @@ def migration_status(url):
     reason = db.refusal(recorded, states)
     if reason:
         sys.exit(f'manage.py migrate: {reason}')
+
+
+def cmd_schema_dump(args):
+    """Write sql/schema.sql from a throwaway cluster migrated from nothing."""
+    text = schema_dump.regenerate()
+    print(f'schema-dump: wrote {schema_dump.SCHEMA_FILE.relative_to(db.ROOT)} ({text.count(chr(10))} lines)')
 
 
 def cmd_create_user(config, args):
@@ -160,6 +167,11 @@ def parser():
     migrate.add_argument('--status', action='store_true',
                          help='list applied (with the time) and pending migrations; change nothing')
     migrate.set_defaults(run=cmd_migrate)
+
+    dump = commands.add_parser('schema-dump', help='regenerate sql/schema.sql: a throwaway cluster, migrated, '
+                               "dumped with the machine's pg_dump")
+    # Its own cluster: works without a database.
+    dump.set_defaults(run=cmd_schema_dump, offline=True)
 
     create = commands.add_parser('create-user', help='create a user and print it as JSON')
     create.add_argument('--email', required=True)

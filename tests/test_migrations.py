@@ -1,6 +1,7 @@
 """Migrations never change once on main (issue 17): pinned checksums, manage.py migrate's
-refusal and --status."""
+refusal and --status, and sql/schema.sql."""
 
+import difflib
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import psycopg
 import pytest
 
 import db
+import schema_dump
 from tests.conftest import ROOT
 from tests.conftest import new_database
 
@@ -142,3 +144,13 @@ def test_a_database_migrated_before_checksums_gets_them_on_the_next_migrate():
 
         assert (done.returncode, done.stdout) == (0, 'applied 0 migration(s): none pending\n'), done.stderr
         assert {f'{version}.sql': checksum for version, _, checksum in recorded(url)} == PINNED
+
+
+def test_a_fresh_migrate_matches_sql_schema_sql():
+    with new_database('frontdesk_schema') as url:
+        fresh = schema_dump.dump(url)
+    committed = schema_dump.SCHEMA_FILE.read_text()
+    diff = ''.join(difflib.unified_diff(committed.splitlines(True), fresh.splitlines(True), 'sql/schema.sql',
+                                        'a fresh migrate', n=1))
+    assert fresh == committed, ('sql/schema.sql is not what a fresh migrate produces; regenerate it with '
+                                f'`.venv/bin/python manage.py schema-dump` and commit it:\n{diff[:4000]}')
