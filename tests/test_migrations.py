@@ -1,5 +1,5 @@
 """Migrations never change once on main (issue 17): pinned checksums, manage.py migrate's
-refusal and --status, and sql/schema.sql."""
+refusal and --status, sql/schema.sql, and an upgrade from the oldest supported level."""
 
 import difflib
 import os
@@ -8,11 +8,18 @@ import sys
 
 import psycopg
 import pytest
+import webtest
 
+import app as app_module
+import config as config_module
 import db
 import schema_dump
+import tokens
+from services import passwords
+from tests.conftest import PASSWORD
 from tests.conftest import ROOT
 from tests.conftest import new_database
+from tests.conftest import unique_email
 
 # The sha256 of every migration on main. A migration on main never changes: a fix is a new
 # file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
@@ -26,6 +33,11 @@ PINNED = {
     '0008_sessions_and_audit.sql': 'bccac67cf655a03ba1c48cf11d6817ac0d3c710a2f51ddc6e7e00b4c7e179166',
     '0009_mfa.sql': '68b34839979315b92050d3f38219aa8373f809ac5cbb3353b42143d5c4040e39',
 }
+# The oldest level docs/operations.md promises an upgrade from.
+OLDEST_SUPPORTED = '0001_initial'
+# Every table 0001 creates: the upgrade test fills each one.
+TABLES_AT_OLDEST = ('accounts', 'users', 'account_users', 'user_tokens', 'one_time_tokens', 'mail_outbox',
+                    'rate_limit_counters')
 
 
 def manage(url, *args):
@@ -60,7 +72,7 @@ def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
                          " WHERE version = '0005_credential_lifecycle'")
             # A row from before checksums were kept: a refused run must not fill it in either.
             conn.execute("UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'")
-        before = recorded(url)
+        before, schema_before = recorded(url), schema_dump.dump(url)
 
         done = manage(url, 'migrate')
 
@@ -70,8 +82,7 @@ def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
             f'(checksum {"0" * 64} applied, {PINNED["0005_credential_lifecycle.sql"]} now); a migration on main '
             'never changes: write a new one']
         assert recorded(url) == before
-        with psycopg.connect(url) as conn:  # 0009 was pending and stays so
-            assert conn.execute("SELECT to_regclass('mfa_recovery_codes')").fetchone()[0] is None
+        assert schema_dump.dump(url) == schema_before  # 0009 was pending and stays so
 
 
 def test_migrate_refuses_when_an_applied_migrations_file_is_missing():
@@ -154,3 +165,70 @@ def test_a_fresh_migrate_matches_sql_schema_sql():
                                         'a fresh migrate', n=1))
     assert fresh == committed, ('sql/schema.sql is not what a fresh migrate produces; regenerate it with '
                                 f'`.venv/bin/python manage.py schema-dump` and commit it:\n{diff[:4000]}')
+
+
+def fill_oldest_level(conn, email):
+    """One row in every table of 0001, through SQL as the first release wrote them."""
+    hashed = passwords.hash_password(PASSWORD, 4)
+    token = tokens.new_token()
+    account_id = conn.execute("INSERT INTO accounts (name, locale, domain) VALUES ('Old Co', 'de', 'old.example')"
+                              ' RETURNING id').fetchone()[0]
+    user_id = conn.execute(
+        "INSERT INTO users (name, email, encrypted_password, confirmed_at, access_token, ui_settings)"
+        " VALUES ('Old Admin', %s, %s, now() - interval '400 days', %s, '{\"theme\": \"dark\"}') RETURNING id",
+        (email, hashed, tokens.new_token())).fetchone()[0]
+    conn.execute("INSERT INTO account_users (account_id, user_id, role, availability)"
+                 " VALUES (%s, %s, 'administrator', 'busy')", (account_id, user_id))
+    conn.execute("INSERT INTO user_tokens (user_id, client, token_digest, expires_at)"
+                 " VALUES (%s, 'old-client', %s, now() + interval '30 days')", (user_id, tokens.digest(token)))
+    conn.execute("INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at)"
+                 " VALUES (%s, 'reset_password', %s, %s, now() + interval '1 hour')",
+                 (user_id, email, tokens.digest(tokens.new_token())))
+    conn.execute("INSERT INTO mail_outbox (kind, to_address, subject, text_body)"
+                 " VALUES ('reset_password', %s, 'Reset', 'a link')", (email,))
+    conn.execute("INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)"
+                 " VALUES ('sign_in:127.0.0.1', now(), 1, now() + interval '1 hour')")
+    return account_id, {'access-token': token, 'client': 'old-client', 'uid': email}
+
+
+def row_counts(url):
+    with psycopg.connect(url) as conn:
+        return {table: conn.execute(f'SELECT count(*) FROM {table}').fetchone()[0] for table in TABLES_AT_OLDEST}
+
+
+def test_an_upgrade_from_the_oldest_supported_level_keeps_every_row_and_serves_them(base_env):
+    email = unique_email('old')
+    with new_database('frontdesk_upgrade', migrate=False) as url:
+        db.migrate(url, target=OLDEST_SUPPORTED)
+        with psycopg.connect(url) as conn:
+            assert {row[0] for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+            )} == set(TABLES_AT_OLDEST)
+            account_id, old_session = fill_oldest_level(conn, email)
+            # As the first release left it: no checksums were kept then.
+            conn.execute('ALTER TABLE schema_migrations DROP COLUMN checksum')
+        before = row_counts(url)
+        assert set(before.values()) == {1}
+
+        done = manage(url, 'migrate')
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f'applied {len(db.migration_files()) - 1} migration(s): ')
+        assert row_counts(url) == before
+        assert {f'{version}.sql': checksum for version, _, checksum in recorded(url)} == PINNED
+        config = config_module.load({**base_env, 'DATABASE_URL': url, 'MIGRATE_DATABASE_URL': ''})
+        pool = db.create_pool(config)
+        try:
+            testapp = webtest.TestApp(app_module.create_app(config, pool))
+            signed_in = testapp.post_json('/auth/sign_in', {'email': email, 'password': PASSWORD}, status=200)
+            headers = {name: signed_in.headers[name] for name in ('access-token', 'client', 'uid')}
+            profile = testapp.get('/api/v1/profile', headers=headers, status=200).json
+            assert (profile['email'], profile['name'], profile['account_id'], profile['role']) == (
+                email, 'Old Admin', account_id, 'administrator')
+            assert profile['ui_settings'] == {'theme': 'dark'} and profile['mfa_enabled'] is False
+            account = testapp.get(f'/api/v1/accounts/{account_id}', headers=headers, status=200).json
+            assert (account['name'], account['locale'], account['domain']) == ('Old Co', 'de', 'old.example')
+            # The session signed in before the upgrade still works.
+            assert testapp.get('/api/v1/profile', headers=old_session, status=200).json['email'] == email
+        finally:
+            pool.close()
