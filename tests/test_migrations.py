@@ -1,6 +1,7 @@
 """Migrations never change once on main (issue 17): pinned checksums, manage.py migrate's
 refusal and --status, sql/schema.sql, and an upgrade from the oldest supported level."""
 
+import contextlib
 import difflib
 import os
 import subprocess
@@ -64,43 +65,48 @@ def test_no_migration_on_main_changes_and_every_one_is_pinned():
     assert not changed + gone + unpinned, '\n'.join(changed + gone + unpinned)
 
 
-def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
+@contextlib.contextmanager
+def database_at(level, *statements):
+    """A database migrated up to ``level`` (None: every migration), then ``statements`` run on it."""
     with new_database('frontdesk_migrate', migrate=False) as url:
-        db.migrate(url, target='0008_sessions_and_audit')
+        db.migrate(url, target=level)
         with psycopg.connect(url) as conn:
-            conn.execute("UPDATE schema_migrations SET checksum = repeat('0', 64)"
-                         " WHERE version = '0005_credential_lifecycle'")
-            # A row from before checksums were kept: a refused run must not fill it in either.
-            conn.execute("UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'")
-        before, schema_before = recorded(url), schema_dump.dump(url)
+            for statement in statements:
+                conn.execute(statement)
+        yield url
 
-        done = manage(url, 'migrate')
 
-        assert done.returncode != 0 and done.stdout == ''
-        assert done.stderr.splitlines() == [
-            'manage.py migrate: sql/migrations/0005_credential_lifecycle.sql was changed after it was applied '
-            f'(checksum {"0" * 64} applied, {PINNED["0005_credential_lifecycle.sql"]} now); a migration on main '
-            'never changes: write a new one']
-        assert recorded(url) == before
+def refused_migrate(url, line):
+    """Run manage.py migrate; it must refuse with ``line`` alone and leave the bookkeeping as it was."""
+    before = recorded(url)
+    done = manage(url, 'migrate')
+    assert (done.returncode, done.stdout, done.stderr.splitlines()) == (1, '', [f'manage.py migrate: {line}'])
+    assert recorded(url) == before
+    return done
+
+
+def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
+    changed = "UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = '0005_credential_lifecycle'"
+    # A row from before checksums were kept: a refused run must not fill it in either.
+    unchecked = "UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'"
+    with database_at('0008_sessions_and_audit', changed, unchecked) as url:
+        schema_before = schema_dump.dump(url)
+
+        refused_migrate(url, 'sql/migrations/0005_credential_lifecycle.sql was changed after it was applied '
+                             f'(checksum {"0" * 64} applied, {PINNED["0005_credential_lifecycle.sql"]} now); a '
+                             'migration on main never changes: write a new one')
+
         assert schema_dump.dump(url) == schema_before  # 0009 was pending and stays so
 
 
 def test_migrate_refuses_when_an_applied_migrations_file_is_missing():
-    with new_database('frontdesk_migrate', migrate=False) as url:
-        # 0006 was renamed after merge: a database that applied it under its first name.
-        db.migrate(url, target='0005_credential_lifecycle')
-        with psycopg.connect(url) as conn:
-            conn.execute("INSERT INTO schema_migrations (version, applied_at, checksum)"
-                         " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00', repeat('a', 64))")
-        before = recorded(url)
-
-        done = manage(url, 'migrate')
-
-        assert done.returncode != 0 and done.stdout == ''
-        assert done.stderr.splitlines() == [
-            'manage.py migrate: sql/migrations/0006_ui_settings_size_limit.sql was applied (2025-01-02 03:04:05 UTC)'
-            ' but the file is missing; a migration on main is never renamed or removed: restore it']
-        assert recorded(url) == before
+    # 0006 was renamed after merge: a database that applied it under its first name.
+    first_name = ("INSERT INTO schema_migrations (version, applied_at, checksum)"
+                  " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00', repeat('a', 64))")
+    with database_at('0005_credential_lifecycle', first_name) as url:
+        done = refused_migrate(url, 'sql/migrations/0006_ui_settings_size_limit.sql was applied (2025-01-02 '
+                                    '03:04:05 UTC) but the file is missing; a migration on main is never renamed '
+                                    'or removed: restore it')
         status = manage(url, 'migrate', '--status')
         assert status.returncode != 0 and status.stderr == done.stderr
         assert status.stdout.splitlines()[5:] == [
@@ -144,9 +150,7 @@ def test_status_lists_applied_with_their_time_and_pending():
 
 
 def test_a_database_migrated_before_checksums_gets_them_on_the_next_migrate():
-    with new_database('frontdesk_migrate') as url:
-        with psycopg.connect(url) as conn:
-            conn.execute('ALTER TABLE schema_migrations DROP COLUMN checksum')
+    with database_at(None, 'ALTER TABLE schema_migrations DROP COLUMN checksum') as url:
         status = manage(url, 'migrate', '--status')
         assert status.returncode == 0, status.stderr
         assert [line.split()[0] for line in status.stdout.splitlines()] == ['unchecked'] * len(PINNED)
@@ -198,8 +202,7 @@ def row_counts(url):
 
 def test_an_upgrade_from_the_oldest_supported_level_keeps_every_row_and_serves_them(base_env):
     email = unique_email('old')
-    with new_database('frontdesk_upgrade', migrate=False) as url:
-        db.migrate(url, target=OLDEST_SUPPORTED)
+    with database_at(OLDEST_SUPPORTED) as url:
         with psycopg.connect(url) as conn:
             assert {row[0] for row in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
