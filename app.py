@@ -7,6 +7,11 @@ import config as config_module
 import db
 import errors
 import logs
+from bodies import JSON_BODY_LIMIT
+from bodies import MULTIPART_OVERHEAD
+from bodies import JSONHandler
+from bodies import too_large
+from forms import FormHandler
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
@@ -18,13 +23,7 @@ from middleware.rate_limit import RateLimit
 from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
 from middleware.routing import RailsPaths
-from middleware.forms import FormHandler
-from middleware.validation import JSON_BODY_LIMIT
-from middleware.validation import MULTIPART_OVERHEAD
-from middleware.validation import JSONHandler
 from middleware.validation import JSONSchemaValidation
-from middleware.validation import load_validators
-from middleware.validation import too_large
 from resources import JSON
 from resources import accounts
 from resources import audit_events
@@ -37,6 +36,7 @@ from resources import password_policy
 from resources import profile
 from resources import sessions
 from services import passwords
+from validators import load_validators
 
 ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
 # Ids past PostgreSQL's bigint are unknown ids (404), not an error.

@@ -4,7 +4,7 @@ import io
 import re
 
 import errors
-from middleware.validation import JSONHandler
+from bodies import JSONHandler
 from resources import send_json_text
 from services import avatars
 from services import credentials
