@@ -20,6 +20,7 @@ from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
 from middleware.headers import SecurityHeaders
 from middleware.rate_limit import RateLimit
+from middleware.request_facts import GatherRequestFacts
 from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
 from middleware.routing import RailsPaths
@@ -144,6 +145,7 @@ def create_app(config=None, pool=None):
         RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
         TokenAuth(pool, queries, config),
+        GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
     ]
