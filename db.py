@@ -12,6 +12,8 @@ from psycopg.rows import dict_row
 ROOT = pathlib.Path(__file__).resolve().parent
 QUERIES_DIR = ROOT / 'sql' / 'queries'
 MIGRATIONS_DIR = ROOT / 'sql' / 'migrations'
+# Folders that hold no part of the service; hidden ones (.venv, .git) are skipped too.
+NOT_SOURCE = ('tests', 'bench', 'scripts')
 # Any fixed number works; it only has to be the same for every deploy of this service.
 MIGRATION_LOCK_ID = 7_245_001
 
@@ -92,6 +94,13 @@ def load_queries(directory=QUERIES_DIR):
                 raise ValueError(f'duplicate query name {key}')
             queries[key] = body.strip()
     return queries
+
+
+def source_files(root=ROOT):
+    """The service's own .py files: the top level and its packages, not NOT_SOURCE."""
+    folders = sorted({path.parent for path in root.glob('*/*.py')
+                      if path.parent.name not in NOT_SOURCE and not path.parent.name.startswith('.')})
+    return sorted(root.glob('*.py')) + [path for folder in folders for path in sorted(folder.rglob('*.py'))]
 
 
 def migration_files(directory=MIGRATIONS_DIR):
