@@ -127,6 +127,7 @@ def create_app(config=None, pool=None):
     logs.configure(config.log_format)
     pool = pool or db.create_pool(config)
     queries = db.load_queries()
+    db.check_lookups(queries)
     validators = load_validators()
     # Read the common-password list now, not in the first request that needs it.
     passwords.common_passwords()

@@ -1,14 +1,17 @@
-"""Imports point down (issue 17).
+"""Imports point down (issue 17), and every named query the code asks for exists.
 
 A module imports modules of its own layer or of the layers below it, minus SIDEWAYS
 (services never import middleware...); the parts of services/ keep to
-services.IMPORTS_REFUSED. Read from
-the source (db.source_files: not tests/, bench/ or scripts/), imports inside functions
-included.
+services.IMPORTS_REFUSED. Imports are read from the source (db.source_files: not
+tests/, bench/ or scripts/), those inside functions included. Query names are read
+the same way (db.query_lookups), and create_app() checks them too.
 """
 
 import ast
 
+import pytest
+
+import app as app_module
 import db
 import services
 
@@ -116,3 +119,29 @@ def test_a_wrong_way_import_is_named(tmp_path):
         'services/sessions.py:2 imports services.profiles: credentials never imports accounts',
         'services/stray.py: in no part of services.PARTS',
     ]
+
+
+def test_every_named_query_the_code_asks_for_exists(queries):
+    lookups = db.query_lookups()
+    assert len(lookups) > 50  # the scan sees the code's lookups at all
+    assert [f'{where}: {key}' for key, where in lookups if key not in queries] == []
+
+
+def test_every_named_query_is_asked_for(queries):
+    """Nothing is unused today, so a query nobody runs is a failure too (delete it)."""
+    assert sorted(set(queries) - {key for key, _ in db.query_lookups()}) == []
+
+
+def test_create_app_refuses_to_boot_without_a_query_the_code_asks_for(config, pool, monkeypatch):
+    load_queries = db.load_queries
+    monkeypatch.setattr(db, 'load_queries', lambda: {
+        key: sql for key, sql in load_queries().items() if key != 'sessions.known_device'})
+    with pytest.raises(RuntimeError, match=r"services/sessions\.py:\d+: no query 'sessions.known_device'"):
+        app_module.create_app(config, pool)
+
+
+def test_a_query_name_built_at_run_time_is_refused(tmp_path):
+    (tmp_path / 'x.py').write_text("def f(self, queries, name):\n"
+                                   "    return self._queries['a.known'], queries[f'a.{name}']\n")
+    with pytest.raises(RuntimeError, match=r'x\.py:2: a query name that is not a literal'):
+        db.check_lookups({'a.known': 'SELECT 1'}, tmp_path)
