@@ -22,11 +22,11 @@ import config as config_module
 import db
 import errors
 import logs
-from middleware.validation import load_validators
 from services import mfa
 from services import outbox
 from services import passwords
 from services import users
+from validators import load_validators
 
 
 def cmd_migrate(config, args):
