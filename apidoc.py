@@ -12,17 +12,14 @@ relative ``$ref``s rewritten to point there.
 
 import re
 
+from config import VERSION
 from middleware.auth import access_level
-from resources import VERSION
+from tokens import TOKEN_HEADERS
 
 OPENAPI_PATH = '/api/v1/openapi.json'
 _BODIES = 'response_bodies.json#/$defs/'
 _ERRORS = 'response_errors.json#/$defs/'
 _MFA = 'response_mfa.json#/$defs/'
-
-# The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
-# on the successes of requests authenticated with them.
-TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
 
 # name: (description, body schema, headers besides X-Request-Id)
 RESPONSES = {

@@ -7,6 +7,11 @@ import config as config_module
 import db
 import errors
 import logs
+from bodies import JSON_BODY_LIMIT
+from bodies import MULTIPART_OVERHEAD
+from bodies import JSONHandler
+from bodies import too_large
+from forms import FormHandler
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
@@ -15,16 +20,11 @@ from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
 from middleware.headers import SecurityHeaders
 from middleware.rate_limit import RateLimit
+from middleware.request_facts import GatherRequestFacts
 from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
 from middleware.routing import RailsPaths
-from middleware.forms import FormHandler
-from middleware.validation import JSON_BODY_LIMIT
-from middleware.validation import MULTIPART_OVERHEAD
-from middleware.validation import JSONHandler
 from middleware.validation import JSONSchemaValidation
-from middleware.validation import load_validators
-from middleware.validation import too_large
 from resources import JSON
 from resources import accounts
 from resources import audit_events
@@ -37,6 +37,7 @@ from resources import password_policy
 from resources import profile
 from resources import sessions
 from services import passwords
+from validators import load_validators
 
 ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
 # Ids past PostgreSQL's bigint are unknown ids (404), not an error.
@@ -126,6 +127,7 @@ def create_app(config=None, pool=None):
     logs.configure(config.log_format)
     pool = pool or db.create_pool(config)
     queries = db.load_queries()
+    db.check_lookups(queries)
     validators = load_validators()
     # Read the common-password list now, not in the first request that needs it.
     passwords.common_passwords()
@@ -144,6 +146,7 @@ def create_app(config=None, pool=None):
         RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
         TokenAuth(pool, queries, config),
+        GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
     ]

@@ -9,6 +9,8 @@ import pathlib
 import sys
 import urllib.parse
 
+# The service's release, as GET /api and the OpenAPI document report it.
+VERSION = '1.1.0'
 SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
 SMTP_TLS_MODES = ('starttls', 'implicit', 'off')

@@ -1,6 +1,8 @@
 """The connection pool, the named-query loader and the migration runner."""
 
+import ast
 import datetime
+import functools
 import hashlib
 import logging
 import pathlib
@@ -14,6 +16,8 @@ from psycopg.rows import dict_row
 ROOT = pathlib.Path(__file__).resolve().parent
 QUERIES_DIR = ROOT / 'sql' / 'queries'
 MIGRATIONS_DIR = ROOT / 'sql' / 'migrations'
+# Folders that hold no part of the service; hidden ones (.venv, .git) are skipped too.
+NOT_SOURCE = ('tests', 'bench', 'scripts')
 # Any fixed number works; it only has to be the same for every deploy of this service.
 MIGRATION_LOCK_ID = 7_245_001
 
@@ -94,6 +98,49 @@ def load_queries(directory=QUERIES_DIR):
                 raise ValueError(f'duplicate query name {key}')
             queries[key] = body.strip()
     return queries
+
+
+def source_files(root=ROOT):
+    """The service's own .py files: the top level and its packages, not NOT_SOURCE."""
+    folders = sorted({path.parent for path in root.glob('*/*.py')
+                      if path.parent.name not in NOT_SOURCE and not path.parent.name.startswith('.')})
+    return sorted(root.glob('*.py')) + [path for folder in folders for path in sorted(folder.rglob('*.py'))]
+
+
+@functools.cache
+def query_lookups(root=ROOT):
+    """Every ``queries[...]`` of the source: ``(key, 'file:line')``, key None when not a literal.
+
+    A lookup is a subscript of a name ending in ``queries`` (``self._queries``) or of
+    ``load_queries()``. Names are string literals (house style), so each can be checked.
+    """
+    found = []
+    for path in source_files(root):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_queries(node.value):
+                key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+                found.append((key if isinstance(key, str) else None,
+                              f'{path.relative_to(root)}:{node.lineno}'))
+    return tuple(found)
+
+
+def _is_queries(node):
+    if isinstance(node, ast.Call):
+        return _name(node.func) == 'load_queries'
+    return _name(node).endswith('queries')
+
+
+def _name(node):
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ''
+
+
+def check_lookups(queries, root=ROOT):
+    """Refuse to boot when the code asks for a query sql/queries does not define (or for
+    one by a name built at run time, which nothing could check)."""
+    problems = [f'{where}: no query {key!r} in sql/queries' if key else f'{where}: a query name that is not a literal'
+                for key, where in query_lookups(root) if key not in queries]
+    if problems:
+        raise RuntimeError('named queries the code asks for:\n' + '\n'.join(problems))
 
 
 def migration_files(directory=MIGRATIONS_DIR):

@@ -23,11 +23,11 @@ import db
 import errors
 import logs
 import schema_dump
-from middleware.validation import load_validators
 from services import mfa
 from services import outbox
 from services import passwords
 from services import users
+from validators import load_validators
 
 
 def cmd_migrate(config, args):

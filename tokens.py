@@ -3,6 +3,10 @@
 import hashlib
 import secrets
 
+# The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
+# on the successes of requests authenticated with them.
+TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
+
 
 def new_token():
     """A 256-bit random token, URL-safe; only its digest is ever stored."""

@@ -1,1 +1,1 @@
-"""Request pipeline: request ids, token auth, access rules, body parsing and validation."""
+"""Request pipeline: request ids, token auth, access rules, and validation of bodies."""

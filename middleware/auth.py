@@ -174,6 +174,7 @@ class RequireAccess:
             log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
                         caller.id, role, req.context.request_id)
             with self._pool.connection() as conn:
-                audit.record(conn, self._queries, 'access_refused', account_id=params['account_id'], request=req,
+                audit.record(conn, self._queries, 'access_refused', account_id=params['account_id'],
+                             facts=req.context.facts,
                              details={'method': req.method, 'route': req.uri_template, 'role': role})
             raise errors.NotAuthorized()

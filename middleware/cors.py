@@ -2,7 +2,7 @@
 
 import falcon
 
-import apidoc
+import tokens
 
 # What a dashboard sends: the sign-in headers, the integration token, the setup token of
 # an account's MFA requirement (SPEC 12), and JSON bodies.
@@ -20,7 +20,7 @@ class CORS(falcon.CORSMiddleware):
     """
 
     def __init__(self, origins):
-        super().__init__(allow_origins=origins, expose_headers=apidoc.TOKEN_HEADERS)
+        super().__init__(allow_origins=origins, expose_headers=tokens.TOKEN_HEADERS)
 
     def process_response(self, req, resp, resource, req_succeeded):
         super().process_response(req, resp, resource, req_succeeded)

@@ -5,8 +5,6 @@ import falcon
 import tokens
 
 JSON = 'application/json; charset=utf-8'
-# The service's release, as GET /api and the OpenAPI document report it.
-VERSION = '1.1.0'
 
 
 def send_json_text(resp, text, key=None):

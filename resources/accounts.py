@@ -70,7 +70,7 @@ class AccountCollection:
                 user_id, token, client, expires_at = users.sign_up(
                     conn, self._queries, self._config, account_name=_text(doc, 'account_name'),
                     locale=doc.get('locale') or 'en', name=_text(doc, 'user_full_name'),
-                    email=email, encrypted_password=hashed, request=req)
+                    email=email, encrypted_password=hashed, facts=req.context.facts)
                 user_doc = self._user_document(conn, user_id)
         except users.EmailTaken:
             raise errors.Forbidden(f'You have already signed up for an account with {email}') from None
@@ -122,8 +122,8 @@ class AccountItem:
             row = conn.execute(self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}).fetchone()
             if row is not None and patch:
                 # The fields, never their values (SPEC 14).
-                audit.record(conn, self._queries, 'account_settings_changed', account_id=account_id, request=req,
-                             details={'fields': sorted(patch)})
+                audit.record(conn, self._queries, 'account_settings_changed', account_id=account_id,
+                             facts=req.context.facts, details={'fields': sorted(patch)})
         _send_row(resp, row)
 
     on_patch = on_put

@@ -57,12 +57,12 @@ class Confirmation:
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass).
                 kind = mfa.challenge_kind(conn, self._queries, row['user_id'])
                 session = None if kind else sessions.issue(conn, self._queries, self._config, row['user_id'],
-                                                           request=req)
+                                                           facts=req.context.facts)
                 # Sessions and links from before the address was proven may be someone
                 # else's (who signed up with it, or asked to move the account to it).
                 credentials.change(conn, self._queries, self._config, row['user_id'],
                                    reason='email_confirmation' if row['changed_address'] else 'confirmation',
-                                   keep_client=session and session[1], request=req,
+                                   keep_client=session and session[1], facts=req.context.facts,
                                    session_id=session and session.id)
                 if kind:
                     # After the credential change, which voids every earlier one-time token.
@@ -115,10 +115,10 @@ class Password:
                 # else the new token first, so that revoking "every other token" spares it.
                 kind = mfa.challenge_kind(conn, self._queries, user['id'])
                 session = None if kind else sessions.issue(conn, self._queries, self._config, user['id'],
-                                                           request=req)
+                                                           facts=req.context.facts)
                 passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
                                  keep_client=session and session[1], confirm=True, reason='password_reset',
-                                 request=req, session_id=session and session.id)
+                                 facts=req.context.facts, session_id=session and session.id)
                 if kind:
                     # After the credential change, which voids every earlier one-time token.
                     return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
@@ -176,7 +176,8 @@ class EmailRevert:
                                     {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert', request=req)
+                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert',
+                                   facts=req.context.facts)
                 mail.send_reset_password(conn, self._queries, self._config, user['id'], user['name'], user['email'])
         resp.media = {}
 

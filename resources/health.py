@@ -5,7 +5,7 @@ import datetime
 import falcon
 
 import db
-from resources import VERSION
+from config import VERSION
 
 
 def _ask(pool, sql, timeout):

@@ -52,7 +52,8 @@ class MFA:
         with self._pool.connection() as conn:
             with conn.transaction():
                 mfa.disable(conn, self._queries, self._config, caller.id, doc.get('password'),
-                            doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller), request=req)
+                            doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller),
+                            facts=req.context.facts)
         resp.media = {'enabled': False}
 
 
@@ -83,5 +84,6 @@ class MFACodeAction:
         with self._pool.connection() as conn:
             with conn.transaction():
                 resp.media = self._action(conn, self._queries, self._config, caller.id,
-                                          req.context.doc.get('otp_code'), _keep_client(caller), request=req)
+                                          req.context.doc.get('otp_code'), _keep_client(caller),
+                                          facts=req.context.facts)
         resp.cache_control = NO_STORE

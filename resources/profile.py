@@ -4,7 +4,7 @@ import io
 import re
 
 import errors
-from middleware.validation import JSONHandler
+from bodies import JSONHandler
 from resources import send_json_text
 from services import avatars
 from services import credentials
@@ -48,7 +48,7 @@ class Profile:
         keep_client = caller.token[1] if caller.token else None
         with self._pool.connection() as conn:
             doc = profiles.update(conn, self._queries, self._config, self._validator, caller.id,
-                                  req.context.doc, req.context.get('avatar'), keep_client, request=req)
+                                  req.context.doc, req.context.get('avatar'), keep_client, facts=req.context.facts)
         send_json_text(resp, doc)
 
     on_patch = on_put
@@ -164,5 +164,5 @@ class ProfileAccessToken:
         with self._pool.connection() as conn:
             with conn.transaction():
                 credentials.change(conn, self._queries, self._config, caller.id, reason='reset_access_token',
-                                   keep_client=caller.token[1], rotate_pubsub=False, request=req)
+                                   keep_client=caller.token[1], rotate_pubsub=False, facts=req.context.facts)
             send_json_text(resp, profiles.document(conn, self._queries, self._config, caller.id))

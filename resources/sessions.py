@@ -84,19 +84,21 @@ class SignIn:
         with self._pool.connection() as conn:
             with conn.transaction():
                 user, factor = mfa.answer_challenge(conn, self._queries, self._config, doc.get('mfa_token'),
-                                                    doc.get('otp_code'), doc.get('backup_code'), request=req)
+                                                    doc.get('otp_code'), doc.get('backup_code'),
+                                                    facts=req.context.facts)
                 session = factor and self._sign_in(conn, req, doc, user, user['encrypted_password'],
                                                    second_factor=True)
             # After the commit: a wrong code must stay counted.
             if factor is None:
-                audit.record_sign_in_failure(conn, self._queries, user['email'] if user else '', 'mfa', req)
+                audit.record_sign_in_failure(conn, self._queries, user['email'] if user else '', 'mfa',
+                                             req.context.facts)
                 raise errors.InvalidCode() if user else errors.InvalidMFAToken()
             send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
 
     def _sign_in(self, conn, req, doc, user, verified_hash, second_factor=False):
         """The session of a sign-in (SPEC 13: at the cap a browser picks one to end, 409)."""
         try:
-            return sessions.sign_in(conn, self._queries, self._config, user, verified_hash, req,
+            return sessions.sign_in(conn, self._queries, self._config, user, verified_hash, req.context.facts,
                                     revoke_session_id=doc.get('revoke_session_id'),
                                     revoke_all=doc.get('revoke_all_sessions') is True, second_factor=second_factor)
         except sessions.LimitReached as ex:
@@ -118,7 +120,7 @@ class SignIn:
             email = doc.get('email') if isinstance(doc, dict) else None
             email = email.strip().lower() if isinstance(email, str) else ''
         with self._pool.connection() as conn:
-            audit.record_sign_in_failure(conn, self._queries, email, reason, req)
+            audit.record_sign_in_failure(conn, self._queries, email, reason, req.context.facts)
 
 
 class SignOut:
@@ -139,7 +141,7 @@ class SignOut:
             raise errors.Unauthenticated()
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(self._queries['sessions.revoke'], {'user_id': caller.id, 'client': caller.token[1]})
-            audit.record(conn, self._queries, 'signed_out', request=req)
+            audit.record(conn, self._queries, 'signed_out', facts=req.context.facts)
         # The token is gone: echoing it back would hand out a dead credential.
         caller.token = None
         resp.media = {'success': True}
@@ -180,7 +182,7 @@ class ProfileSessionCollection:
     def on_delete(self, req, resp):
         caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():
-            revoked = sessions.revoke_others(conn, self._queries, caller.id, caller.token[1], req)
+            revoked = sessions.revoke_others(conn, self._queries, caller.id, caller.token[1], req.context.facts)
         resp.media = {'revoked': revoked}
 
 
@@ -199,7 +201,7 @@ class ProfileSessionItem:
         if session_id == caller.session_id:
             raise errors.APIError(falcon.HTTP_422, CANNOT_REVOKE_CURRENT)
         with self._pool.connection() as conn, conn.transaction():
-            if not sessions.revoke_one(conn, self._queries, caller.id, session_id, req):
+            if not sessions.revoke_one(conn, self._queries, caller.id, session_id, req.context.facts):
                 raise errors.NotFound()
         resp.media = {}
 
@@ -221,7 +223,7 @@ class MemberSessions:
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():
             member = sessions.end_member_sessions(conn, self._queries, self._config, account_id, user_id,
-                                                  include_access_token, req)
+                                                  include_access_token, req.context.facts)
         if member is None:
             raise errors.NotFound()
         if user_id == caller.id:

@@ -1,2 +1,22 @@
 """Steps shared by several resources and the CLI: each needs a few queries in one
-transaction with a little Python between them (hashing, tokens, rendering mail)."""
+transaction with a little Python between them (hashing, tokens, rendering mail).
+
+The modules fall in the four parts of PARTS, and IMPORTS_REFUSED says which part may
+not import which (tests/test_layers.py holds every import to both).
+"""
+
+# NOTE: devices is audit's: it reads what a request says about its device, for audit
+# rows, sessions and security e-mails, and imports only audit; in credentials, mail
+# (security_mail) could not use it.
+PARTS = {
+    'accounts': ('profiles', 'users', 'avatars', 'captcha'),
+    'credentials': ('credentials', 'passwords', 'sessions', 'mfa'),
+    'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
+    'audit': ('audit', 'devices'),
+}
+# importing part: the parts it never imports.
+IMPORTS_REFUSED = {
+    'credentials': ('accounts',),
+    'mail': ('credentials',),
+    'audit': ('credentials',),
+}

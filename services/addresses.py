@@ -9,7 +9,7 @@ import functools
 import json
 import re
 
-from middleware.validation import SCHEMAS_DIR
+from validators import SCHEMAS_DIR
 
 
 @functools.cache

@@ -7,6 +7,7 @@ like one (``password``, ``token``...) is refused, so a careless caller fails its
 instead of leaking into the log.
 """
 
+import dataclasses
 import re
 
 from psycopg.types.json import Jsonb
@@ -35,49 +36,69 @@ def _checked(details):
     return details or {}
 
 
-def request_facts(request):
-    """(ip address, user agent, session id) of a falcon request, or Nones."""
-    if request is None:
-        return None, None, None
-    caller = request.context.get('caller')
-    user_agent = request.user_agent
-    ip_address = request.context.get('client_ip')
-    return (ip_address[:IP_ADDRESS_LIMIT] if ip_address else None,
-            user_agent[:USER_AGENT_LIMIT].replace('\x00', '') if user_agent else None,
-            caller.session_id if caller is not None else None)
+@dataclasses.dataclass(frozen=True)
+class RequestFacts:
+    """What services know of the request that acts: who, from where, with what.
+
+    Built once per request (middleware/request_facts.py), the address and User-Agent
+    already cut to what the audit columns store. NO_REQUEST: none (the CLI).
+    """
+
+    ip_address: str | None = None
+    user_agent: str | None = None
+    caller_id: int | None = None
+    caller_email: str | None = None
+    session_id: int | None = None
+    request_id: str | None = None
 
 
-def record_sign_in_failure(conn, queries, email, reason, request):
+NO_REQUEST = RequestFacts()
+
+
+def request_facts(ip_address, user_agent, caller=None, request_id=None):
+    """RequestFacts of a request, from its peer address, User-Agent and Caller (or None)."""
+    return RequestFacts(
+        ip_address=ip_address[:IP_ADDRESS_LIMIT] if ip_address else None,
+        user_agent=user_agent[:USER_AGENT_LIMIT].replace('\x00', '') if user_agent else None,
+        caller_id=caller.id if caller is not None else None,
+        caller_email=caller.email if caller is not None else None,
+        session_id=caller.session_id if caller is not None else None,
+        request_id=request_id,
+    )
+
+
+def record_sign_in_failure(conn, queries, email, reason, facts):
     """A failed sign-in (SPEC 14), written the same way whether ``email`` is known or not."""
     if reason not in FAILURE_REASONS:
         raise ValueError(f'unknown sign-in failure {reason!r}')
-    ip_address, user_agent, _ = request_facts(request)
+    facts = facts or NO_REQUEST
     conn.execute(queries['audit.insert_sign_in_failure'], {
-        'email': email, 'ip_address': ip_address, 'user_agent': user_agent, 'details': Jsonb({'reason': reason}),
+        'email': email, 'ip_address': facts.ip_address, 'user_agent': facts.user_agent,
+        'details': Jsonb({'reason': reason}),
     })
 
 
 def record(conn, queries, event, *, subject_id=None, actor_id=None, account_id=None,
-           request=None, details=None, session_id=None):
+           facts=None, details=None, session_id=None):
     """Append one audit row in the caller's transaction.
 
-    ``request``: a falcon Request or None; the IP address, user agent and session come
-    from it. ``actor_id`` defaults to the signed-in caller, ``subject_id`` to the actor.
-    ``session_id`` overrides the request's (a sign-in records the session it opened).
+    ``facts``: the RequestFacts of the request, or None; the IP address, user agent and
+    session come from it. ``actor_id`` defaults to the signed-in caller, ``subject_id``
+    to the actor. ``session_id`` overrides the request's (a sign-in records the session
+    it opened).
     """
     if event not in EVENTS:
         raise ValueError(f'unknown audit event {event!r}')
-    ip_address, user_agent, request_session = request_facts(request)
-    caller = request.context.get('caller') if request is not None else None
-    if actor_id is None and caller is not None:
-        actor_id = caller.id
+    facts = facts or NO_REQUEST
+    if actor_id is None:
+        actor_id = facts.caller_id
     conn.execute(queries['audit.insert'], {
         'event': event,
         'actor_id': actor_id,
         'subject_id': subject_id if subject_id is not None else actor_id,
         'account_id': account_id,
-        'ip_address': ip_address,
-        'user_agent': user_agent,
-        'session_id': session_id if session_id is not None else request_session,
+        'ip_address': facts.ip_address,
+        'user_agent': facts.user_agent,
+        'session_id': session_id if session_id is not None else facts.session_id,
         'details': Jsonb(_checked(details)),
     })

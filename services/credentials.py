@@ -18,7 +18,7 @@ ANNOUNCEMENTS = {
 REASONS = frozenset(ANNOUNCEMENTS)
 
 
-def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_pubsub=True, request=None,
+def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_pubsub=True, facts=None,
            session_id=None):
     """Rotate and revoke what an earlier holder of a credential could still use.
 
@@ -27,7 +27,7 @@ def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_p
     one a reset or confirmation has just issued; None: none stays). One-time links are
     voided except e-mail revert links and the link confirming a still unconfirmed user's
     own address (sql/queries/credentials.sql says why). The change is also announced:
-    its audit event and security e-mail (``request`` and ``session_id`` as for announce).
+    its audit event and security e-mail (``facts`` and ``session_id`` as for announce).
     """
     if reason not in REASONS:
         raise ValueError(f'unknown credential change {reason!r}')
@@ -37,19 +37,20 @@ def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_p
         'access_token': tokens.new_token(),
         'pubsub_token': tokens.new_token() if rotate_pubsub else None,
     })
-    announce(conn, queries, config, user_id, reason, request=request, session_id=session_id)
+    announce(conn, queries, config, user_id, reason, facts=facts, session_id=session_id)
 
 
-def announce(conn, queries, config, user_id, reason, *, request=None, session_id=None):
+def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=None):
     """The audit event and the security e-mail of a credential change (SPEC 14).
 
-    ``request``: the falcon Request that made the change (address, device, session);
+    ``facts``: the RequestFacts of the request that made the change (address, device,
+    session);
     ``session_id``: the session a reset or confirmation has just opened, when there is one.
     """
     event, mail_kind = ANNOUNCEMENTS[reason]
-    audit.record(conn, queries, event, subject_id=user_id, actor_id=user_id, request=request,
+    audit.record(conn, queries, event, subject_id=user_id, actor_id=user_id, facts=facts,
                  session_id=session_id)
     if mail_kind is not None:
         contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
         security_mail.send(conn, queries, config, mail_kind, user_id=user_id, to_address=contact['email'],
-                           name=contact['name'], request=request)
+                           name=contact['name'], facts=facts)

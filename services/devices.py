@@ -37,10 +37,10 @@ def _known(name):
     return name[:100] if name and name != 'Other' else None
 
 
-def request_device(request):
-    """device() of a falcon request, plus its address and User-Agent as stored."""
-    ip_address, user_agent, _ = audit.request_facts(request)
-    return {**device(user_agent), 'ip_address': ip_address, 'user_agent': user_agent}
+def request_device(facts):
+    """device() of a request's RequestFacts (or None), plus its address and User-Agent."""
+    facts = facts or audit.NO_REQUEST
+    return {**device(facts.user_agent), 'ip_address': facts.ip_address, 'user_agent': facts.user_agent}
 
 
 def describe(facts):

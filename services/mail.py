@@ -97,7 +97,7 @@ def address_taken_notice(name, to_address):
 
 def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
     token = tokens.new_token()
-    conn.execute(queries['one_time_tokens.issue' if replace else 'one_time_tokens.add'], {
+    conn.execute(queries['one_time_tokens.issue'] if replace else queries['one_time_tokens.add'], {
         'user_id': user_id, 'purpose': purpose, 'email': to_address,
         'token_digest': tokens.digest(token), 'lifespan': lifespan,
     })

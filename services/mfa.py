@@ -177,12 +177,12 @@ def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
     return None
 
 
-def _announce(conn, queries, config, event, user, request):
+def _announce(conn, queries, config, event, user, facts):
     """An audit event and a security e-mail (SPEC 12, 14). Turning MFA on or off is
     announced by credentials.change, as every credential change is."""
-    audit.record(conn, queries, event, subject_id=user['id'], actor_id=user['id'], request=request)
+    audit.record(conn, queries, event, subject_id=user['id'], actor_id=user['id'], facts=facts)
     security_mail.send(conn, queries, config, event, user_id=user['id'], to_address=user['email'],
-                       name=user['name'], request=request)
+                       name=user['name'], facts=facts)
 
 
 def _lock_user(conn, queries, user_id):
@@ -209,7 +209,7 @@ def start_enrolment(conn, queries, config, user_id, password):
     return {'provisioning_url': url, 'secret': secret}
 
 
-def enable(conn, queries, config, user_id, otp_code, keep_client, request=None):
+def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
     """Turn MFA on with the pending secret: a credential change (SPEC 3.3)."""
     user = _lock_user(conn, queries, user_id)
     if user['enabled']:
@@ -220,22 +220,22 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, request=None):
         raise errors.Unprocessable(message=INVALID_CODE)
     conn.execute(queries['mfa.enable'], {'user_id': user_id})
     credentials.change(conn, queries, config, user_id, reason='mfa_enabled', keep_client=keep_client,
-                       request=request)
+                       facts=facts)
     return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None, request=None):
+def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None, facts=None):
     """New recovery codes behind a TOTP code (not a credential change: nothing is revoked)."""
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
     if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
         raise errors.Unprocessable(message=INVALID_CODE)
-    _announce(conn, queries, config, 'mfa_backup_codes_regenerated', user, request)
+    _announce(conn, queries, config, 'mfa_backup_codes_regenerated', user, facts)
     return {'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client, request=None):
+def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client, facts=None):
     """Turn MFA off behind the password and a second factor: a credential change.
 
     Returns the factor used ('otp' or 'recovery_code').
@@ -249,9 +249,9 @@ def disable(conn, queries, config, user_id, password, otp_code, backup_code, kee
         raise errors.Unprocessable(message=INVALID_DISABLE)
     conn.execute(queries['mfa.disable'], {'user_id': user_id})
     if factor == 'recovery_code':
-        _announce(conn, queries, config, 'mfa_recovery_code_used', user, request)
+        _announce(conn, queries, config, 'mfa_recovery_code_used', user, facts)
     credentials.change(conn, queries, config, user_id, reason='mfa_disabled', keep_client=keep_client,
-                       request=request)
+                       facts=facts)
     return factor
 
 
@@ -300,7 +300,7 @@ def issue_challenge(conn, queries, user_id, email, kind):
     return {'mfa_setup_required': True, 'mfa_token': _issue(conn, queries, user_id, email, kind, SETUP_LIFESPAN)}
 
 
-def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, request=None):
+def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, facts=None):
     """Check the second sign-in step against the challenge ``mfa_token``.
 
     Returns (user row, factor): no user row when the token is unknown, used, expired or
@@ -324,5 +324,5 @@ def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, re
         return user, None
     conn.execute(queries['mfa.use_challenge'], {'id': challenge['id']})
     if factor == 'recovery_code':
-        _announce(conn, queries, config, 'mfa_recovery_code_used', user, request)
+        _announce(conn, queries, config, 'mfa_recovery_code_used', user, facts)
     return user, factor

@@ -108,18 +108,18 @@ def breached(password, range_url):
 
 
 def change(conn, queries, config, user_id, new_password, keep_client=None, confirm=False,
-           reason='password_change', request=None, session_id=None):
+           reason='password_change', facts=None, session_id=None):
     """Set a new password, as a credential change (SPEC 3.3), in the caller's transaction.
 
     ``confirm`` also confirms an unconfirmed user (a password reset proves the address).
-    ``request`` and ``session_id``: for the change's audit event and e-mail (credentials).
+    ``facts`` and ``session_id``: for the change's audit event and e-mail (credentials).
     """
     hashed = hash_password(new_password, config.bcrypt_rounds)
     with conn.transaction():
         conn.execute(queries['users.set_password'],
                      {'user_id': user_id, 'encrypted_password': hashed, 'confirm': confirm})
         credentials.change(conn, queries, config, user_id, reason=reason, keep_client=keep_client,
-                           request=request, session_id=session_id)
+                           facts=facts, session_id=session_id)
 
 
 def policy(config):

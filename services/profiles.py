@@ -17,7 +17,7 @@ INVALID_CURRENT_PASSWORD = 'Invalid current password'
 EMAIL_CHANGES_PER_DAY = 5
 
 
-def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None, request=None):
+def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None, facts=None):
     """Apply ``doc`` (and the uploaded avatar bytes) to the user; return the user JSON.
 
     A 422 anywhere changes nothing. ``keep_client`` is the caller's token client, the
@@ -46,7 +46,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending one.
                 passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client,
-                                 request=request)
+                                 facts=facts)
             patch = {key: profile[key] for key in PLAIN_FIELDS if key in profile}
             if new_email:
                 patch['unconfirmed_email'] = new_email
@@ -55,8 +55,8 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
             user_doc = _write(conn, queries, config, user_id, patch)
             if new_email:
                 _mail_email_change(conn, queries, config, user_id, profile.get('name') or user['name'], user,
-                                   new_email, request)
-                audit.record(conn, queries, 'email_change_requested', subject_id=user_id, request=request)
+                                   new_email, facts)
+                audit.record(conn, queries, 'email_change_requested', subject_id=user_id, facts=facts)
     except BaseException:
         avatars.remove(config.avatar_dir, stored)
         raise
@@ -88,7 +88,7 @@ def email_changes_exhausted(conn, queries, user_id):
     return False
 
 
-def _mail_email_change(conn, queries, config, user_id, name, user, new_email, request=None):
+def _mail_email_change(conn, queries, config, user_id, name, user, new_email, facts=None):
     """The link to the new address, or a notice to its owner; a revert link to the old one.
 
     A taken address gets the same answer and the same pending state as a free one (no
@@ -99,7 +99,7 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email, re
     else:
         mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
     mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
-                                  security_mail.facts(request))
+                                  security_mail.origin(facts))
 
 
 def _write(conn, queries, config, user_id, patch):

@@ -34,14 +34,14 @@ KINDS = {
 }
 
 
-def facts(request, when=None):
-    """The time, IP address and device of ``request`` (a falcon Request or None)."""
-    device = devices.request_device(request)
+def origin(facts, when=None):
+    """The time, IP address and device of a request's RequestFacts (or None)."""
+    device = devices.request_device(facts)
     return {'when': when or datetime.datetime.now(datetime.timezone.utc),
             'ip_address': device['ip_address'], 'device': devices.describe(device)}
 
 
-def send(conn, queries, config, kind, *, user_id, to_address, name, request=None, extra=None):
+def send(conn, queries, config, kind, *, user_id, to_address, name, facts=None, extra=None):
     """Queue one security e-mail (SPEC 14) through the outbox.
 
     ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
@@ -53,6 +53,6 @@ def send(conn, queries, config, kind, *, user_id, to_address, name, request=None
     subject, what = KINDS[kind]
     notice = mail.security_notice(
         config, kind, to_address, name, extra.pop('subject', subject), extra.pop('what', what),
-        {**facts(request), **{key: extra[key] for key in ('when', 'ip_address', 'device') if key in extra}},
+        {**origin(facts), **{key: extra[key] for key in ('when', 'ip_address', 'device') if key in extra}},
         lines=extra.get('lines', ()))
     conn.execute(queries['mail.enqueue'], notice)

@@ -33,7 +33,7 @@ class Issued(tuple):
         return issued
 
 
-def issue(conn, queries, config, user_id, verified_hash=None, request=None, picker=False):
+def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker=False):
     """Store a new session for ``user_id``; return its Issued.
 
     Must run inside a transaction: the user row stays locked until it commits, so
@@ -57,7 +57,7 @@ def issue(conn, queries, config, user_id, verified_hash=None, request=None, pick
         'lifespan_days': config.token_lifespan_days,
         'keep': config.max_user_sessions - 1,
         'idle_seconds': config.idle_seconds,
-        **request_device(request),
+        **request_device(facts),
     }).fetchone()
     return Issued(token, client, issued['expires_at'], issued['id'])
 
@@ -69,25 +69,25 @@ def list_for(conn, queries, config, user_id, current_id=NO_SESSION):
     }).fetchone()
 
 
-def is_browser(request):
-    return BROWSER_MARK in (request.user_agent or '')
+def is_browser(facts):
+    return BROWSER_MARK in ((facts and facts.user_agent) or '')
 
 
-def revoke_others(conn, queries, user_id, keep_client, request=None):
+def revoke_others(conn, queries, user_id, keep_client, facts=None):
     """End every session of the user but ``keep_client``'s; audit it; return how many."""
     row = conn.execute(queries['sessions.revoke_others'],
                        {'user_id': user_id, 'keep_client': keep_client}).fetchone()
     if row['revoked']:
-        audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, request=request,
+        audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, facts=facts,
                      details={'session_ids': row['ids']})
     return row['revoked']
 
 
-def revoke_one(conn, queries, user_id, session_id, request=None):
+def revoke_one(conn, queries, user_id, session_id, facts=None):
     """End one session of the user; False when the user has none with that id."""
     if conn.execute(queries['sessions.revoke_by_id'], {'user_id': user_id, 'session_id': session_id}).fetchone() is None:
         return False
-    audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, request=request,
+    audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, facts=facts,
                  details={'session_ids': [session_id]})
     return True
 
@@ -100,7 +100,7 @@ def check_password_unchanged(conn, queries, user_id, verified_hash):
     return lock
 
 
-def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_id=None, revoke_all=False,
+def sign_in(conn, queries, config, user, verified_hash, facts, revoke_session_id=None, revoke_all=False,
             second_factor=False):
     """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
     audit event and, from a browser and platform new to this user, the security e-mail.
@@ -115,23 +115,23 @@ def sign_in(conn, queries, config, user, verified_hash, request, revoke_session_
     if lock['mfa_enabled'] and not second_factor:
         raise PasswordChanged()
     if revoke_all:
-        revoke_others(conn, queries, user_id, None, request)
+        revoke_others(conn, queries, user_id, None, facts)
     elif revoke_session_id is not None:
-        revoke_one(conn, queries, user_id, revoke_session_id, request)
-    facts = request_device(request)
+        revoke_one(conn, queries, user_id, revoke_session_id, facts)
+    device = request_device(facts)
     seen = conn.execute(queries['sessions.known_device'], {
-        'user_id': user_id, 'browser_name': facts['browser_name'], 'platform_name': facts['platform_name'],
+        'user_id': user_id, 'browser_name': device['browser_name'], 'platform_name': device['platform_name'],
     }).fetchone()
-    issued = issue(conn, queries, config, user_id, request=request, picker=is_browser(request))
-    audit.record(conn, queries, 'sign_in_succeeded', subject_id=user_id, actor_id=user_id, request=request,
-                 session_id=issued.id, details={key: facts[key] for key in devices.FIELDS})
+    issued = issue(conn, queries, config, user_id, facts=facts, picker=is_browser(facts))
+    audit.record(conn, queries, 'sign_in_succeeded', subject_id=user_id, actor_id=user_id, facts=facts,
+                 session_id=issued.id, details={key: device[key] for key in devices.FIELDS})
     if seen['has_history'] and not seen['known']:
         security_mail.send(conn, queries, config, 'new_device_sign_in', user_id=user_id,
-                           to_address=user['email'], name=user['name'], request=request)
+                           to_address=user['email'], name=user['name'], facts=facts)
     return issued
 
 
-def end_member_sessions(conn, queries, config, account_id, user_id, include_access_token, request):
+def end_member_sessions(conn, queries, config, account_id, user_id, include_access_token, facts):
     """An administrator ends every session of a member (SPEC 13): audit and e-mail it.
 
     Returns the member's row with ``revoked``, or None when ``user_id`` is not a member.
@@ -143,12 +143,11 @@ def end_member_sessions(conn, queries, config, account_id, user_id, include_acce
     if member is None:
         return None
     audit.record(conn, queries, 'sessions_ended_by_administrator', subject_id=user_id, account_id=account_id,
-                 request=request, details={'revoked': member['revoked'],
-                                           'access_token_replaced': member['access_token_reset']})
-    caller = request.context.caller
-    lines = [f'Signed out by: {caller.email}']
+                 facts=facts, details={'revoked': member['revoked'],
+                                       'access_token_replaced': member['access_token_reset']})
+    lines = [f'Signed out by: {facts.caller_email}']
     if member['access_token_reset']:
         lines.append('Your API access token was replaced too; integrations using it stopped working.')
     security_mail.send(conn, queries, config, 'sessions_ended_by_administrator', user_id=user_id,
-                       to_address=member['email'], name=member['name'], request=request, extra={'lines': lines})
+                       to_address=member['email'], name=member['name'], facts=facts, extra={'lines': lines})
     return member

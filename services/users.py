@@ -30,11 +30,11 @@ def add_account(conn, queries, *, user_id, account_name, locale, stamp_active=Fa
     return account_id
 
 
-def sign_up(conn, queries, config, *, account_name, locale, name, email, encrypted_password, request=None):
+def sign_up(conn, queries, config, *, account_name, locale, name, email, encrypted_password, facts=None):
     """The one transaction of SPEC 4.1 step 7; return (user_id, token, client, expires_at)."""
     with conn.transaction():
         user_id = create_user(conn, queries, name=name, email=email, encrypted_password=encrypted_password)
         add_account(conn, queries, user_id=user_id, account_name=account_name, locale=locale)
         mail.send_confirmation(conn, queries, config, user_id, name, email)
-        token, client, expires_at = sessions.issue(conn, queries, config, user_id, request=request)
+        token, client, expires_at = sessions.issue(conn, queries, config, user_id, facts=facts)
     return user_id, token, client, expires_at

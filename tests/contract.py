@@ -20,7 +20,7 @@ import apidoc
 import config as config_module
 import db
 from middleware import routing
-from middleware.validation import load_validators
+from validators import load_validators
 
 _DOCUMENT_URI = 'urn:frontdesk:openapi'
 _NOT_FOUND = '#/components/schemas/response_errors/$defs/not_found'

@@ -5,7 +5,7 @@ import pytest
 
 import app as app_module
 import db
-from middleware.validation import load_validators
+from validators import load_validators
 
 
 def test_every_migration_is_recorded_once_even_when_run_again(direct_database_url, conn):

@@ -7,8 +7,8 @@ import pytest
 
 import apidoc
 import app as app_module
-from middleware.validation import load_schemas
-from middleware.validation import load_validators
+from validators import load_schemas
+from validators import load_validators
 from tests import contract
 
 SIGNED_IN = ('user', 'member', 'administrator')

@@ -317,7 +317,7 @@ def test_the_schema_and_the_code_agree_on_what_an_address_is(address):
 
 @functools.cache
 def _profile_validator():
-    from middleware.validation import load_validators
+    from validators import load_validators
     return load_validators()['profile_update']
 
 

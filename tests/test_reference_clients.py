@@ -34,7 +34,7 @@ def concrete(template, account_id, ids=None):
 
 
 def route_table(config, pool, queries):
-    from middleware.validation import load_validators
+    from validators import load_validators
     return app_module.routes(pool, queries, config, load_validators())
 
 

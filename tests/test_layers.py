@@ -1,0 +1,147 @@
+"""Imports point down (issue 17), and every named query the code asks for exists.
+
+A module imports modules of its own layer or of the layers below it, minus SIDEWAYS
+(services never import middleware...); the parts of services/ keep to
+services.IMPORTS_REFUSED. Imports are read from the source (db.source_files: not
+tests/, bench/ or scripts/), those inside functions included. Query names are read
+the same way (db.query_lookups), and create_app() checks them too.
+"""
+
+import ast
+
+import pytest
+
+import app as app_module
+import db
+import services
+
+# Highest first: each layer's top-level modules and packages.
+LAYERS = (
+    ('the face', ('app', 'gunicorn.conf', 'manage', 'devdb', 'schema_dump')),
+    ('resources and the docs builder', ('resources', 'apidoc')),
+    ('middleware and services', ('middleware', 'services')),
+    ('the base', ('db', 'config', 'errors', 'tokens', 'logs', 'validators', 'bodies', 'forms')),
+)
+RANK = {name: len(LAYERS) - index for index, (_, names) in enumerate(LAYERS) for name in names}
+LAYER_NAME = {name: layer for layer, names in LAYERS for name in names}
+# Within a layer, or a layer down, what never imports what: services and resources meet
+# middleware only through req.context; resources/openapi.py serves what apidoc.py
+# builds, not the other way round.
+SIDEWAYS = {'services': ('middleware',), 'resources': ('middleware',), 'apidoc': ('resources',)}
+PART = {f'services.{module}': part for part, modules in services.PARTS.items() for module in modules}
+
+
+def module_name(path, root):
+    """``services/audit.py`` -> ``services.audit``; ``gunicorn.conf.py`` -> ``gunicorn.conf``."""
+    parts = path.relative_to(root).parts
+    if len(parts) == 1:
+        return path.stem
+    return '.'.join([*parts[:-1], *([] if path.name == '__init__.py' else [path.stem])])
+
+
+def top(module):
+    """The LAYERS name of a module: a top-level file's own name, else its package's."""
+    return module if module in RANK and '.' in module else module.split('.')[0]
+
+
+def imported_modules(path, module, project):
+    """``(line, module)`` of every project module ``path`` imports (``from m import name``: m)."""
+    package = module.split('.') if path.name == '__init__.py' else module.split('.')[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                base = '.'.join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+            names = [f'{base}.{alias.name}' for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split('.')
+            # The longest prefix that is a project module: a module, or the package it is in.
+            found = next(('.'.join(parts[:end]) for end in range(len(parts), 0, -1)
+                          if '.'.join(parts[:end]) in project), None)
+            if found is not None:
+                yield node.lineno, found
+
+
+def violations(root=db.ROOT):
+    files = {module_name(path, root): path for path in db.source_files(root)}
+    found = []
+    for module, path in files.items():
+        where = str(path.relative_to(root))
+        if top(module) not in RANK:
+            found.append(f'{where}: in no layer (add {top(module)!r} to LAYERS in tests/test_layers.py)')
+            continue
+        if module.startswith('services.') and module not in PART:
+            found.append(f'{where}: in no part of services.PARTS')
+        for line, target in imported_modules(path, module, files):
+            if top(target) not in RANK or target == module:
+                continue
+            what = f'{where}:{line} imports {target}'
+            if RANK[top(target)] > RANK[top(module)]:
+                found.append(f'{what}, of a higher layer ({LAYER_NAME[top(target)]})')
+            elif top(target) in SIDEWAYS.get(top(module), ()):
+                found.append(f'{what}: {top(module)} never imports {top(target)}')
+            elif PART.get(target) in services.IMPORTS_REFUSED.get(PART.get(module), ()):
+                found.append(f'{what}: {PART[module]} never imports {PART[target]}')
+    return found
+
+
+def test_imports_point_down():
+    assert violations() == []
+
+
+def test_every_service_module_is_in_one_part():
+    modules = [module for part in services.PARTS.values() for module in part]
+    assert len(modules) == len(set(modules))
+    assert {f'services.{module}' for module in modules} == {
+        module_name(path, db.ROOT) for path in (db.ROOT / 'services').glob('*.py') if path.name != '__init__.py'}
+
+
+def test_a_wrong_way_import_is_named(tmp_path):
+    files = {
+        'app.py': '', 'db.py': 'import app\n',
+        'middleware/__init__.py': '', 'middleware/validation.py': 'import errors\n', 'errors.py': '',
+        'services/__init__.py': '',
+        'services/addresses.py': 'from middleware.validation import SCHEMAS_DIR\n',
+        'services/sessions.py': 'def later():\n    from services import profiles\n',
+        'services/profiles.py': 'from . import sessions\nimport falcon\n',
+        'services/stray.py': '',
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert violations(tmp_path) == [
+        'db.py:1 imports app, of a higher layer (the face)',
+        'services/addresses.py:1 imports middleware.validation: services never imports middleware',
+        'services/sessions.py:2 imports services.profiles: credentials never imports accounts',
+        'services/stray.py: in no part of services.PARTS',
+    ]
+
+
+def test_every_named_query_the_code_asks_for_exists(queries):
+    lookups = db.query_lookups()
+    assert len(lookups) > 50  # the scan sees the code's lookups at all
+    assert [f'{where}: {key}' for key, where in lookups if key not in queries] == []
+
+
+def test_every_named_query_is_asked_for(queries):
+    """Nothing is unused today, so a query nobody runs is a failure too (delete it)."""
+    assert sorted(set(queries) - {key for key, _ in db.query_lookups()}) == []
+
+
+def test_create_app_refuses_to_boot_without_a_query_the_code_asks_for(config, pool, monkeypatch):
+    load_queries = db.load_queries
+    monkeypatch.setattr(db, 'load_queries', lambda: {
+        key: sql for key, sql in load_queries().items() if key != 'sessions.known_device'})
+    with pytest.raises(RuntimeError, match=r"services/sessions\.py:\d+: no query 'sessions.known_device'"):
+        app_module.create_app(config, pool)
+
+
+def test_a_query_name_built_at_run_time_is_refused(tmp_path):
+    (tmp_path / 'x.py').write_text("def f(self, queries, name):\n"
+                                   "    return self._queries['a.known'], queries[f'a.{name}']\n")
+    with pytest.raises(RuntimeError, match=r'x\.py:2: a query name that is not a literal'):
+        db.check_lookups({'a.known': 'SELECT 1'}, tmp_path)

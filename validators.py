@@ -1,0 +1,162 @@
+"""Request schemas: loaded from ``schemas/`` and compiled into validators once at boot.
+
+Every violation becomes a Rails-style full message (``Name is too long (maximum is 255
+characters)``); all failing fields are reported together in one 422.
+"""
+
+import datetime
+import json
+import pathlib
+import zoneinfo
+
+import jsonschema
+import referencing
+
+import errors
+import forms
+
+SCHEMAS_DIR = pathlib.Path(__file__).resolve().parent / 'schemas'
+
+
+def _not_blank(validator, wanted, instance, schema):
+    if wanted and isinstance(instance, str) and not instance.strip():
+        yield jsonschema.ValidationError('blank')
+
+
+def _max_bytes(validator, limit, instance, schema):
+    if isinstance(instance, str) and len(instance.encode('utf-8', 'surrogatepass')) > limit:
+        yield jsonschema.ValidationError('too many bytes')
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {'notBlank': _not_blank, 'maxBytes': _max_bytes}
+)
+_FORMATS = jsonschema.FormatChecker(formats=())
+_TIMEZONES = frozenset(zoneinfo.available_timezones())
+
+
+@_FORMATS.checks('date-time')
+def _is_date_time(value):
+    """ISO 8601 as Python reads it; a time without an offset is UTC."""
+    if not isinstance(value, str):
+        return True
+    try:
+        datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+@_FORMATS.checks('iana-timezone')
+def _is_timezone(value):
+    return not isinstance(value, str) or value in _TIMEZONES
+
+
+_TYPE_MESSAGES = {
+    'integer': 'must be an integer',
+    'number': 'is not a number',
+    'boolean': 'must be true or false',
+    'string': 'must be a string',
+    'object': 'must be an object',
+    'array': 'must be an array',
+}
+
+
+def humanize(attribute):
+    return attribute.replace('_', ' ').capitalize()
+
+
+def _wanted_type(schema):
+    wanted = schema.get('type')
+    if isinstance(wanted, list):
+        wanted = next((kind for kind in wanted if kind != 'null'), 'null')
+    return wanted
+
+
+def _message(error):
+    """Turn one jsonschema error into (attribute, full message)."""
+    if error.validator in ('anyOf', 'oneOf') and error.context:
+        # "a locale or null": report why it is not a locale, not that it is not null.
+        branches = [sub for sub in error.context if not (sub.validator == 'type' and sub.validator_value == 'null')]
+        return _message(branches[0] if branches else error.context[0])
+    keyword, value, instance, schema = error.validator, error.validator_value, error.instance, error.schema
+    path = [part for part in error.absolute_path if isinstance(part, str)]
+    if keyword in ('required', 'dependentRequired'):
+        wanted = value if keyword == 'required' else [
+            name for key, names in value.items() if key in instance for name in names]
+        missing = next(name for name in wanted if name not in instance)
+        prop = schema.get('properties', {}).get(missing, {})
+        attribute = missing
+        text = _TYPE_MESSAGES['boolean'] if _wanted_type(prop) == 'boolean' else "can't be blank"
+    else:
+        attribute = path[-1] if path else ''
+        if keyword == 'type':
+            wanted = _wanted_type(schema)
+            # SPEC 0: a null where an object (or a string) is required counts as missing.
+            text = "can't be blank" if instance is None and wanted != 'boolean' else _TYPE_MESSAGES.get(wanted, 'is invalid')
+        elif keyword == 'maxLength':
+            text = f'is too long (maximum is {value} characters)'
+        elif keyword == 'maxBytes':
+            text = f'is too long (maximum is {value} bytes)'
+        elif keyword == 'minLength':
+            text = "can't be blank" if instance == '' else f'is too short (minimum is {value} characters)'
+        elif keyword == 'notBlank':
+            text = "can't be blank"
+        elif keyword == 'enum':
+            text = 'is not included in the list'
+        elif keyword == 'maximum':
+            text = f'must be less than or equal to {value}'
+        elif keyword == 'minimum':
+            text = f'must be greater than or equal to {value}'
+        else:
+            text = 'is invalid'
+    if not attribute:
+        return '', 'Request body must be a JSON object'
+    return attribute, f'{humanize(attribute)} {text}'
+
+
+class SchemaValidator:
+    """One compiled schema; ``check(doc)`` raises the 422 of SPEC section 0."""
+
+    def __init__(self, name, schema, registry):
+        self.name = name
+        self.schema = schema
+        self._validator = _Validator(schema, registry=registry, format_checker=_FORMATS)
+        self._resolver = registry.resolver(base_uri=f'{name}.json')
+
+    def coerce(self, doc):
+        """A form body's strings cast to the types this schema wants (forms.py)."""
+        return forms.coerce(doc, self.schema, self._resolver)
+
+    def errors(self, doc):
+        found = {}
+        for error in self._validator.iter_errors(doc):
+            attribute, text = _message(error)
+            found.setdefault(attribute, text)
+        return list(found.items())
+
+    def check(self, doc):
+        found = self.errors(doc)
+        if not found:
+            return
+        if '' in dict(found):
+            raise errors.Unprocessable(message='Request body must be a JSON object')
+        raise errors.Unprocessable(found)
+
+
+def load_schemas(directory=SCHEMAS_DIR):
+    """Return ``{stem: schema dict}`` for every file in ``schemas/``."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob('*.json'))}
+
+
+def load_validators(directory=SCHEMAS_DIR):
+    """Compile every request schema; a broken schema stops the boot."""
+    schemas = load_schemas(directory)
+    registry = referencing.Registry().with_resources(
+        (f'{stem}.json', referencing.Resource.from_contents(schema)) for stem, schema in schemas.items()
+    )
+    compiled = {}
+    for stem, schema in schemas.items():
+        _Validator.check_schema(schema)
+        compiled[stem] = SchemaValidator(stem, schema, registry)
+    return compiled
