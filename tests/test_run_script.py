@@ -27,10 +27,10 @@ import pytest
 
 import devdb
 from services import outbox
-from tests.conftest import ROOT
-from tests.conftest import free_port
-from tests.conftest import http
-from tests.conftest import unique_email
+from tests.support import ROOT
+from tests.support.servers import free_port
+from tests.support.servers import http
+from tests.support.users import unique_email
 
 PASSWORD = 'a long passphrase'
 # scripts/run's unprivileged user when started as root (issue 17).
