@@ -7,14 +7,18 @@ no other local user can reach the cluster (SPEC 10):
 - the directory (data, unix socket, server log) belongs to the user the server runs
   as (``postgres`` when we are root, since initdb and pg_ctl refuse root; else the
   caller) and is mode 0700: only that user (and root) can enter it, so only they can
-  reach the socket. No parent directory is touched;
+  reach the socket. No parent directory is touched. scripts/run as root makes it 0750
+  with the group of the user that serves the app (``frontdesk``), see Cluster.admit;
 - local connections use peer authentication, mapped in pg_ident.conf so that exactly
-  the cluster's user and the user who made it sign in as the superuser ``postgres``;
+  the cluster's user and the user who made it (and scripts/run's app user, as root)
+  sign in as the superuser ``postgres``;
 - TCP, only when a port is asked for (the test clusters), listens on 127.0.0.1 with
   scram-sha-256 and a random password that is never written to disk.
 
 Command line (used by scripts/run and scripts/test):
-  devdb.py embedded-start ROOT    start ROOT's embedded cluster, print its URL
+  devdb.py embedded-start ROOT [APP_USER]
+                                  start ROOT's embedded cluster, print its URL (APP_USER:
+                                  also admit that OS user, see Cluster.admit)
   devdb.py embedded-stop ROOT     stop it (data kept)
   devdb.py test-run -- CMD...     run CMD with TEST_DATABASE_URL on a throwaway cluster
 """
@@ -112,6 +116,28 @@ class Cluster:
         (self.data / 'pg_ident.conf').write_text(''.join(
             f'{IDENT_MAP} {user} {SUPERUSER}\n' for user in dict.fromkeys([self.owner, invoker])))
 
+    def admit(self, user):
+        """Let the OS user ``user`` sign in as the superuser too, through the socket.
+
+        Issue 17: scripts/run started as root serves as an unprivileged user, which
+        must reach this cluster. The simplest safe way: its line in the ident map (added
+        to a cluster made before, then reloaded), and the home directory 0750 with that
+        user's own group, so it can enter it and reach the socket. data/ stays 0700 and
+        the log 0600 (the server's), and no other local user gains anything. Not chosen:
+        a second socket directory elsewhere (one more path to create, own and clean up)
+        and TCP (a password on disk).
+        """
+        ident = self.data / 'pg_ident.conf'
+        lines = ident.read_text().splitlines()
+        line = f'{IDENT_MAP} {user} {SUPERUSER}'
+        if line not in lines:
+            # Written in place: the file keeps its owner and mode (0600).
+            ident.write_text(''.join(f'{kept}\n' for kept in [*lines, line]))
+            if self.running():
+                self._run('pg_ctl', 'reload', '-D', str(self.data))
+        os.chown(self.home, -1, pwd.getpwnam(user).pw_gid)
+        os.chmod(self.home, 0o750)
+
     def _ctl(self, action, *extra):
         listen = f'-c listen_addresses=127.0.0.1 -p {self.port}' if self.port else "-c listen_addresses=''"
         options = f"{listen} -k '{self.home}'"
@@ -174,9 +200,12 @@ def embedded_home(root):
     return home
 
 
-def embedded_start(root):
+def embedded_start(root, app_user=None):
     """Start ROOT's embedded cluster (made on first use), create database frontdesk,
-    write its URL to ROOT/var/run/database_url (read by config.py) and return it."""
+    write its URL to ROOT/var/run/database_url (read by config.py) and return it.
+
+    ``app_user``: the OS user that serves the app (scripts/run as root), admitted too.
+    """
     import psycopg
 
     cluster = Cluster(embedded_home(root))
@@ -187,6 +216,8 @@ def embedded_start(root):
     if not cluster.initialised:
         print(f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}', file=sys.stderr)
         cluster.create()
+    if app_user:
+        cluster.admit(app_user)
     if not cluster.running():
         cluster.start()
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
@@ -243,7 +274,7 @@ def test_run(command):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == 'embedded-start':
-        print(embedded_start(argv[1]))
+        print(embedded_start(*argv[1:3]))
     elif len(argv) >= 2 and argv[0] == 'embedded-stop':
         embedded_stop(argv[1])
     elif len(argv) >= 3 and argv[0] == 'test-run' and argv[1] == '--':

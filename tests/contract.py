@@ -1,7 +1,7 @@
 """Check a response against /api/v1/openapi.json: the hook behind every test request.
 
-conftest.py routes every WebTest request and every ``http()`` answer through
-``check()``, so the whole suite keeps the document honest. A path no operation
+conftest.py routes every WebTest request, and tests/support/servers.py every ``http()``
+answer, through ``check()``, so the whole suite keeps the document honest. A path no operation
 matches (a route a test added, /avatars/... served by nginx) is not checked; a
 documented path with an undocumented status, header or body fails the test.
 """

@@ -13,8 +13,8 @@ from http.client import HTTPConnection
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.conftest import free_port
+from tests.support import ROOT
+from tests.support.servers import free_port
 
 SITE = ROOT / 'deploy' / 'nginx.conf'
 

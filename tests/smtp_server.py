@@ -18,8 +18,8 @@ from aiosmtpd.smtp import AuthResult
 import config as config_module
 import db
 from services import outbox
-from tests.conftest import ROOT
-from tests.conftest import free_port
+from tests.support import ROOT
+from tests.support.servers import free_port
 
 
 @dataclasses.dataclass

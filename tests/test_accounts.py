@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import PASSWORD
+from tests.support.users import PASSWORD
 
 ROLE_REFUSED = {'error': 'You are not authorized to do this action'}
 NOT_FOUND = {'error': 'Resource could not be found'}

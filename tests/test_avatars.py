@@ -9,7 +9,7 @@ import pytest
 from PIL import ExifTags
 from PIL import Image
 
-from tests.conftest import http
+from tests.support.servers import http
 
 from services import mail
 

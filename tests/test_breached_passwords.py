@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.conftest import free_port
-from tests.conftest import unique_email
+from tests.support.servers import free_port
+from tests.support.users import unique_email
 
 BREACHED = 'breached but long'
 CLEAN = 'never seen anywhere 42'

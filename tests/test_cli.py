@@ -9,9 +9,9 @@ import threading
 import psycopg
 
 import db
-from tests.conftest import ROOT
-from tests.conftest import new_database
-from tests.conftest import unique_email
+from tests.support import ROOT
+from tests.support.database import new_database
+from tests.support.users import unique_email
 
 
 def manage(env, *args):

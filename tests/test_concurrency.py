@@ -5,9 +5,9 @@ import threading
 import pytest
 
 from services import passwords
-from tests.conftest import PASSWORD
-from tests.conftest import http
-from tests.conftest import run_gunicorn
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import PASSWORD
 
 
 def token_headers(answer):

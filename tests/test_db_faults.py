@@ -12,11 +12,11 @@ import pytest
 
 import db
 import devdb
-from tests.conftest import free_port
-from tests.conftest import http
-from tests.conftest import run_gunicorn
-from tests.conftest import unique_email
 from tests.pgbouncer import PgBouncer
+from tests.support.servers import free_port
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import unique_email
 
 
 @pytest.fixture(scope='module')

@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from resources.docs import CONTENT_SECURITY_POLICY
-from tests.conftest import http
 from tests.contract import document
+from tests.support.servers import http
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason='chromium is not installed (scripts/bootstrap installs it)')

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from logs import escape
-from tests.conftest import http
-from tests.conftest import run_gunicorn
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
 
 FORGED = '/api/v1/x%0a2026-01-01T00:00:00.000Z%20INFO%20frontdesk.access%20forged%09%5c%c2%85'
 

@@ -8,14 +8,14 @@ import uuid
 import pytest
 
 from services import outbox
-from tests.conftest import free_port
-from tests.conftest import unique_email
+from tests.smtp_server import SMTP_LOGIN
 from tests.smtp_server import deliver
 from tests.smtp_server import deliver_mail_command
-from tests.smtp_server import SMTP_LOGIN
 from tests.smtp_server import self_signed_certificate
 from tests.smtp_server import smtp_server
 from tests.smtp_server import tls_smtp_server
+from tests.support.servers import free_port
+from tests.support.users import unique_email
 
 FRONTEND = 'http://frontdesk.test'
 

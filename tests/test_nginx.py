@@ -15,13 +15,13 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import http
-from tests.conftest import raw_request
-from tests.conftest import run_gunicorn
-from tests.conftest import unique_email
 from tests.nginx_server import read_log
 from tests.nginx_server import request
 from tests.nginx_server import run_nginx
+from tests.support.servers import http
+from tests.support.servers import raw_request
+from tests.support.servers import run_gunicorn
+from tests.support.users import unique_email
 
 REQUEST_ID = re.compile(r'^[0-9a-f]{32}$')
 JSON_LIMIT = 1024 * 1024

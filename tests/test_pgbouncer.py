@@ -9,10 +9,10 @@ import pytest
 
 import config as config_module
 import db
-from tests.conftest import ADMIN_URL
-from tests.conftest import database_url_for
-from tests.conftest import free_port
 from tests.pgbouncer import PgBouncer
+from tests.support.database import ADMIN_URL
+from tests.support.database import database_url_for
+from tests.support.servers import free_port
 from tests.test_cli import manage
 
 

@@ -12,7 +12,7 @@ import webtest
 
 import app as app_module
 import config as config_module
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 NOT_FOUND = {'error': 'Resource could not be found'}
 

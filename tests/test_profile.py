@@ -7,8 +7,8 @@ from http.client import HTTPConnection
 
 import pytest
 
-from tests.conftest import http
-from tests.conftest import unique_email
+from tests.support.servers import http
+from tests.support.users import unique_email
 
 UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}
 NOT_FOUND = {'error': 'Resource could not be found'}

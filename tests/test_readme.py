@@ -9,9 +9,9 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT
-from tests.conftest import new_database
-from tests.conftest import run_gunicorn
+from tests.support import ROOT
+from tests.support.database import new_database
+from tests.support.servers import run_gunicorn
 
 
 def walkthrough():

@@ -1,8 +1,10 @@
 """scripts/run and scripts/test on a fresh copy of the repository, as a newcomer runs them.
 
 The copy shares this checkout's virtualenv (a symlink), so nothing is reinstalled. It
-lives under pytest's 0700 temporary directory, which the postgres user cannot enter: as
-root, that exercises the embedded cluster's home outside the checkout.
+lives under pytest's 0700 temporary directory. As root (issue 17), scripts/run serves as
+the user frontdesk, which cannot enter it: scripts/run says so in one line; the copy then
+moves to a 0750 directory of frontdesk's group under /var/tmp, which the postgres user
+still cannot enter, so the embedded cluster's home is outside the checkout.
 """
 
 import contextlib
@@ -12,21 +14,27 @@ import glob
 import hashlib
 import os
 import pathlib
+import pwd
 import re
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 
 import pytest
 
+import devdb
 from services import outbox
-from tests.conftest import ROOT
-from tests.conftest import free_port
-from tests.conftest import http
-from tests.conftest import unique_email
+from tests.support import ROOT
+from tests.support.servers import free_port
+from tests.support.servers import http
+from tests.support.users import unique_email
 
 PASSWORD = 'a long passphrase'
+# scripts/run's unprivileged user when started as root (issue 17).
+APP_USER = 'frontdesk'
 
 
 def system_hba_files():
@@ -46,6 +54,56 @@ def fresh_copy(tmp_path):
             shutil.copy2(ROOT / name, copy / name)
     (copy / '.venv').symlink_to(ROOT / '.venv')
     return copy
+
+
+def as_app_user(*command):
+    """Run ``command`` as APP_USER; True when it succeeds."""
+    return subprocess.run(['setpriv', f'--reuid={APP_USER}', f'--regid={APP_USER}', '--init-groups', '--',
+                           *command], capture_output=True).returncode == 0
+
+
+def app_virtualenv(place):
+    """A virtualenv APP_USER can run, with this checkout's packages.
+
+    This checkout's own may be made from a Python APP_USER cannot run (pyenv under a 0700
+    /root, which scripts/run refuses with the way out). Then a virtualenv of the system's
+    Python of the same version, whose site-packages adds this one's, stands in for it:
+    nothing is installed or downloaded.
+    """
+    shared = (ROOT / '.venv').resolve()
+    if as_app_user(str(shared / 'bin' / 'python'), '-c', 'import gunicorn'):
+        return shared
+    version = f'python{sys.version_info.major}.{sys.version_info.minor}'
+    site_packages = shared / 'lib' / version / 'site-packages'
+    if not as_app_user(f'/usr/bin/{version}', '-c', f'import os; os.listdir({str(site_packages)!r})'):
+        pytest.skip(f'{APP_USER} can run neither this virtualenv nor /usr/bin/{version} with its packages')
+    venv = place / 'venv'
+    subprocess.run([f'/usr/bin/{version}', '-m', 'venv', '--without-pip', str(venv)], check=True)
+    (venv / 'lib' / version / 'site-packages' / 'shared.pth').write_text(
+        f'import site; site.addsitedir({str(site_packages)!r})\n')
+    gunicorn = venv / 'bin' / 'gunicorn'
+    gunicorn.write_text(f'#!{venv}/bin/python\nfrom gunicorn.app.wsgiapp import run\nrun()\n')
+    gunicorn.chmod(0o755)
+    for stamp in shared.glob('.requirements-*.sha256'):  # scripts/bootstrap: nothing to install
+        shutil.copy2(stamp, venv / stamp.name)
+    return venv
+
+
+def owner_ids(pid):
+    """({real, effective, saved, fs uid}, {... gid}) of a process."""
+    fields = dict(line.split(':', 1) for line in pathlib.Path(f'/proc/{pid}/status').read_text().splitlines())
+    return set(map(int, fields['Uid'].split())), set(map(int, fields['Gid'].split()))
+
+
+def children_of(pid):
+    found = []
+    for status in pathlib.Path('/proc').glob('[0-9]*/status'):
+        try:
+            if f'\nPPid:\t{pid}\n' in status.read_text():
+                found.append(int(status.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def clean_env(**extra):
@@ -116,20 +174,49 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
                              text=True, timeout=60)
     assert nothing.returncode == 2 and 'scripts/run' in nothing.stderr and 'DATABASE_URL' in nothing.stderr
     assert nothing.stderr.count('\n') == 1, nothing.stderr
+    as_root = os.geteuid() == 0
+    place = None
+    if as_root:
+        # The app user cannot enter pytest's 0700 directory: one line says what to do,
+        # and nothing starts.
+        refused = subprocess.run(['bash', 'scripts/run'], cwd=copy, env=clean_env(BIND=f'127.0.0.1:{free_port()}'),
+                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        last = refused.stderr.splitlines()[-1]
+        assert refused.returncode == 1 and f'the user {APP_USER}, which cannot run' in last, refused.stderr
+        assert 'ordinary user' in last and not (copy / 'var' / 'postgres').exists(), refused.stderr
+        assert os.stat(tmp_path).st_mode & 0o777 == 0o700, 'a parent directory was opened up'
+        app_user = pwd.getpwnam(APP_USER)  # made by that run
+        place = pathlib.Path(tempfile.mkdtemp(prefix='frontdesk-run-test-', dir='/var/tmp'))
+        shutil.chown(place, group=APP_USER)
+        os.chmod(place, 0o750)
+        copy = pathlib.Path(shutil.move(copy, place / 'frontdesk'))
+        (copy / '.venv').unlink()
+        (copy / '.venv').symlink_to(app_virtualenv(place))
+        python = str(copy / '.venv' / 'bin' / 'python')
     console = tmp_path / 'console.log'
-    run = Run(copy, free_port(), console)
     cluster_home = None
     try:
+        run = Run(copy, free_port(), console)
         banner = run.output()
         for line in ('Frontdesk is running on ' + run.base, run.base + '/api/v1/docs', str(copy / 'var' / 'mail'),
                      'kill '):
             assert line in banner, f'{line!r} missing from the banner:\n{banner}'
         cluster_home = os.path.realpath(copy / 'var' / 'postgres')
         stat = os.stat(cluster_home)
-        assert stat.st_mode & 0o777 == 0o700, oct(stat.st_mode)
-        if os.geteuid() == 0:
-            assert not cluster_home.startswith(str(tmp_path)), 'postgres cannot enter the 0700 temporary directory'
-            assert os.stat(tmp_path).st_mode & 0o777 == 0o700, 'a parent directory was opened up'
+        if as_root:
+            # Entered by the app user's group to reach the socket (devdb.py Cluster.admit).
+            assert stat.st_mode & 0o777 == 0o750 and stat.st_gid == app_user.pw_gid, (oct(stat.st_mode), stat.st_gid)
+            assert not cluster_home.startswith(str(place)), 'postgres cannot enter the 0750 directory'
+            assert os.stat(place).st_mode & 0o777 == 0o750, 'a parent directory was opened up'
+            # gunicorn's master and workers and the mail worker run as the app user.
+            gunicorn = int((copy / 'var' / 'run' / 'gunicorn.pid').read_text())
+            mail = int((copy / 'var' / 'run' / 'mail.pid').read_text())
+            workers = children_of(gunicorn)
+            assert workers, f'no gunicorn worker under {gunicorn}'
+            for pid in (gunicorn, *workers, mail):
+                assert owner_ids(pid) == ({app_user.pw_uid}, {app_user.pw_gid}), (pid, owner_ids(pid))
+        else:
+            assert stat.st_mode & 0o777 == 0o700, oct(stat.st_mode)
 
         email_address = unique_email('newcomer')
         signup = http('POST', run.base + '/api/v1/accounts', {
@@ -143,6 +230,8 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
         assert signed_in.status == 200 and signed_in.json['data']['confirmed'] is True
         # The console announced the message with its recipient, subject and link.
         assert any(email_address in line and link in line for line in run.output().splitlines())
+        if as_root:
+            assert {path.stat().st_uid for path in (copy / 'var' / 'mail').glob('*.eml')} == {app_user.pw_uid}
 
         created = subprocess.run([python, 'manage.py', 'create-user', '--email', unique_email('operator'),
                                   '--name', 'Operator', '--password', PASSWORD, '--confirmed'],
@@ -176,6 +265,8 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
                 os.kill(pid, signal.SIGKILL)
         if cluster_home and cluster_home.startswith('/var/tmp/frontdesk-postgres-'):
             shutil.rmtree(cluster_home, ignore_errors=True)
+        if place:
+            shutil.rmtree(place, ignore_errors=True)
     assert system_hba_files() == hba_before
 
 
@@ -215,3 +306,26 @@ def test_the_throwaway_cluster_is_removed_when_the_test_run_is_stopped():
         if proc.poll() is None:
             proc.kill()
     assert not os.path.exists(home) and not processes_mentioning(home)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='scripts/run admits an app user only when started as root')
+def test_a_cluster_of_an_older_scripts_run_admits_the_app_user_while_it_runs():
+    try:
+        pwd.getpwnam(APP_USER)
+    except KeyError:
+        pytest.skip(f'no user {APP_USER} yet (scripts/run as root makes it)')
+    cluster = devdb.Cluster(tempfile.mkdtemp(prefix='frontdesk-pg-'))
+    psql = [os.path.join(cluster.bindir, 'psql'), '-h', str(cluster.home), '-U', devdb.SUPERUSER, '-d', 'postgres',
+            '-c', 'SELECT 1']
+    try:
+        cluster.create()
+        cluster.start()
+        assert not as_app_user(*psql), 'reached before it was admitted'
+        cluster.admit(APP_USER)
+        cluster.admit(APP_USER)
+        ident = (cluster.data / 'pg_ident.conf').read_text().splitlines()
+        assert ident.count(f'{devdb.IDENT_MAP} {APP_USER} {devdb.SUPERUSER}') == 1, ident
+        assert as_app_user(*psql), 'not admitted without a restart'
+        assert os.stat(cluster.data).st_mode & 0o777 == 0o700
+    finally:
+        cluster.destroy()

@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.conftest import free_port
-from tests.conftest import run_gunicorn
 from tests.nginx_server import run_nginx
 from tests.nginx_server import shared_workdir
+from tests.support import ROOT
+from tests.support.servers import free_port
+from tests.support.servers import run_gunicorn
 
 SMOKE = ROOT / 'scripts' / 'smoke.sh'
 STEPS = ['sign-up', 'five headers', 'profile read', 'profile update', 'avatar upload', 'avatar fetch',

@@ -13,15 +13,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import PASSWORD
-from tests.conftest import http
-from tests.conftest import run_gunicorn
-from tests.conftest import unique_email
 from tests.nginx_server import request
 from tests.nginx_server import run_nginx
 from tests.nginx_server import shared_workdir
 from tests.smtp_server import deliver_mail_command
 from tests.smtp_server import smtp_server
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 
 JSON = {'Content-Type': 'application/json'}
 # Client addresses of this module's own (all of 127/8 is loopback): the rate-limit counters
