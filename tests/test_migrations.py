@@ -17,10 +17,10 @@ import db
 import schema_dump
 import tokens
 from services import passwords
-from tests.conftest import PASSWORD
-from tests.conftest import ROOT
-from tests.conftest import new_database
-from tests.conftest import unique_email
+from tests.support.users import PASSWORD
+from tests.support import ROOT
+from tests.support.database import new_database
+from tests.support.users import unique_email
 
 # The sha256 of every migration on main. A migration on main never changes: a fix is a new
 # file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
