@@ -10,8 +10,8 @@ import re
 import select
 
 import psycopg
-import psycopg_pool
 from psycopg.rows import dict_row
+import psycopg_pool
 
 ROOT = pathlib.Path(__file__).resolve().parent
 QUERIES_DIR = ROOT / 'sql' / 'queries'
@@ -64,7 +64,11 @@ def create_pool(config):
 
 def _reconnect_failed(pool):
     # The pool keeps trying; this line is what an operator's alerting should watch for.
-    log.error('database unreachable for %s s (pool %s); still retrying', pool.reconnect_timeout, pool.name)
+    log.error(
+        'database unreachable for %s s (pool %s); still retrying',
+        pool.reconnect_timeout,
+        pool.name,
+    )
 
 
 def check_idle_connection(conn):
@@ -102,9 +106,17 @@ def load_queries(directory=QUERIES_DIR):
 
 def source_files(root=ROOT):
     """The service's own .py files: the top level and its packages, not NOT_SOURCE."""
-    folders = sorted({path.parent for path in root.glob('*/*.py')
-                      if path.parent.name not in NOT_SOURCE and not path.parent.name.startswith('.')})
-    return sorted(root.glob('*.py')) + [path for folder in folders for path in sorted(folder.rglob('*.py'))]
+    folders = sorted(
+        {
+            path.parent
+            for path in root.glob('*/*.py')
+            if path.parent.name not in NOT_SOURCE
+            and not path.parent.name.startswith('.')
+        }
+    )
+    return sorted(root.glob('*.py')) + [
+        path for folder in folders for path in sorted(folder.rglob('*.py'))
+    ]
 
 
 @functools.cache
@@ -117,10 +129,18 @@ def query_lookups(root=ROOT):
     found = []
     for path in source_files(root):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_queries(node.value):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.ctx, ast.Load)
+                and _is_queries(node.value)
+            ):
                 key = node.slice.value if isinstance(node.slice, ast.Constant) else None
-                found.append((key if isinstance(key, str) else None,
-                              f'{path.relative_to(root)}:{node.lineno}'))
+                found.append(
+                    (
+                        key if isinstance(key, str) else None,
+                        f'{path.relative_to(root)}:{node.lineno}',
+                    )
+                )
     return tuple(found)
 
 
@@ -131,14 +151,25 @@ def _is_queries(node):
 
 
 def _name(node):
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ''
+    return (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else ''
+    )
 
 
 def check_lookups(queries, root=ROOT):
     """Refuse to boot when the code asks for a query sql/queries does not define (or for
     one by a name built at run time, which nothing could check)."""
-    problems = [f'{where}: no query {key!r} in sql/queries' if key else f'{where}: a query name that is not a literal'
-                for key, where in query_lookups(root) if key not in queries]
+    problems = [
+        f'{where}: no query {key!r} in sql/queries'
+        if key
+        else f'{where}: a query name that is not a literal'
+        for key, where in query_lookups(root)
+        if key not in queries
+    ]
     if problems:
         raise RuntimeError('named queries the code asks for:\n' + '\n'.join(problems))
 
@@ -172,7 +203,9 @@ def recorded_migrations(conn):
     """
     if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
         return {}
-    rows = conn.execute("SELECT version, applied_at, to_jsonb(m) ->> 'checksum' FROM schema_migrations m")
+    rows = conn.execute(
+        "SELECT version, applied_at, to_jsonb(m) ->> 'checksum' FROM schema_migrations m"
+    )
     return {version: (applied_at, digest) for version, applied_at, digest in rows}
 
 
@@ -207,20 +240,28 @@ def refusal(recorded, states, directory=MIGRATIONS_DIR):
     A missing file is named first: a renamed migration also leaves its new name pending
     before the old one, and the rename is what happened.
     """
-    found = {state: (version, applied_at) for version, applied_at, state in reversed(states)}
+    found = {
+        state: (version, applied_at) for version, applied_at, state in reversed(states)
+    }
     if 'missing' in found:
         version, applied_at = found['missing']
-        return (f'{_shown(directory / f"{version}.sql")} was applied ({utc_time(applied_at)}) but the file is '
-                'missing; a migration on main is never renamed or removed: restore it')
+        return (
+            f'{_shown(directory / f"{version}.sql")} was applied ({utc_time(applied_at)}) but the file is '
+            'missing; a migration on main is never renamed or removed: restore it'
+        )
     if 'changed' in found:
         path = directory / f'{found["changed"][0]}.sql'
-        return (f'{_shown(path)} was changed after it was applied (checksum {recorded[path.stem][1]} applied, '
-                f'{checksum(path)} now); a migration on main never changes: write a new one')
+        return (
+            f'{_shown(path)} was changed after it was applied (checksum {recorded[path.stem][1]} applied, '
+            f'{checksum(path)} now); a migration on main never changes: write a new one'
+        )
     if 'out of order' in found:
         path = directory / f'{found["out of order"][0]}.sql'
-        return (f'{_shown(path)} is pending but sorts before '
-                f'{max(recorded)}, which is applied; a new migration takes the next number after every '
-                'migration on main: renumber it')
+        return (
+            f'{_shown(path)} is pending but sorts before '
+            f'{max(recorded)}, which is applied; a new migration takes the next number after every '
+            'migration on main: renumber it'
+        )
     return None
 
 
@@ -244,20 +285,26 @@ def migrate(conninfo, directory=MIGRATIONS_DIR, target=None):
         raise ValueError(f'no migration {target} in {_shown(directory)}')
     applied_now = []
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        holder = conn.execute('SELECT pg_backend_pid() FROM pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,)).fetchone()[0]
+        holder = conn.execute(
+            'SELECT pg_backend_pid() FROM pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,)
+        ).fetchone()[0]
         try:
             with conn.transaction():
                 _check_session(conn, holder)
                 pending = _check_applied(conn, directory)
             for path in files:
-                if path.stem not in pending or (target is not None and path.stem > target):
+                if path.stem not in pending or (
+                    target is not None and path.stem > target
+                ):
                     continue
                 source = path.read_bytes()
                 with conn.transaction():
                     _check_session(conn, holder)
                     conn.execute(source.decode())
-                    conn.execute('INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)',
-                                 (path.stem, hashlib.sha256(source).hexdigest()))
+                    conn.execute(
+                        'INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)',
+                        (path.stem, hashlib.sha256(source).hexdigest()),
+                    )
                 applied_now.append(path.stem)
         finally:
             conn.execute('SELECT pg_advisory_unlock(%s)', (MIGRATION_LOCK_ID,))
@@ -271,7 +318,8 @@ def _check_session(conn, holder):
             'migrate: the connection changed server sessions between statements (a '
             'transaction-mode pooler?), so the migration lock does not hold; set '
             'MIGRATE_DATABASE_URL to PostgreSQL itself. The pooler may keep the lock '
-            'until it closes that server connection.')
+            'until it closes that server connection.'
+        )
 
 
 def _check_applied(conn, directory):
@@ -291,6 +339,8 @@ def _check_applied(conn, directory):
         raise MigrationRefused(reason)
     for version, _, state in states:
         if state == 'unchecked':
-            conn.execute('UPDATE schema_migrations SET checksum = %s WHERE version = %s AND checksum IS NULL',
-                         (checksum(directory / f'{version}.sql'), version))
+            conn.execute(
+                'UPDATE schema_migrations SET checksum = %s WHERE version = %s AND checksum IS NULL',
+                (checksum(directory / f'{version}.sql'), version),
+            )
     return {version for version, _, state in states if state == 'pending'}

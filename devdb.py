@@ -42,9 +42,14 @@ IDENT_MAP = 'owners'
 
 
 def pg_bindir():
-    found = sorted(glob.glob('/usr/lib/postgresql/*/bin'), key=lambda path: int(path.split('/')[-2]))
+    found = sorted(
+        glob.glob('/usr/lib/postgresql/*/bin'),
+        key=lambda path: int(path.split('/')[-2]),
+    )
     if not found:
-        raise RuntimeError('no PostgreSQL server binaries; scripts/bootstrap installs them')
+        raise RuntimeError(
+            'no PostgreSQL server binaries; scripts/bootstrap installs them'
+        )
     return found[-1]
 
 
@@ -77,15 +82,23 @@ class Cluster:
 
     def url(self, dbname='postgres'):
         if self.port:
-            return (f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
-                    f'/{dbname}')
+            return (
+                f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
+                f'/{dbname}'
+            )
         return f'postgresql://{SUPERUSER}@/{dbname}?host={urllib.parse.quote(str(self.home))}'
 
     def _run(self, tool, *args):
-        result = subprocess.run([*self._as, os.path.join(self.bindir, tool), *args], capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run(
+            [*self._as, os.path.join(self.bindir, tool), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if result.returncode != 0:
-            raise RuntimeError(f'{tool} failed: {(result.stderr or result.stdout).strip()}')
+            raise RuntimeError(
+                f'{tool} failed: {(result.stderr or result.stdout).strip()}'
+            )
         return result
 
     def _own(self, path):
@@ -103,8 +116,18 @@ class Cluster:
         os.chmod(pwfile, 0o600)
         self._own(pwfile)
         try:
-            self._run('initdb', '-D', str(self.data), '-U', SUPERUSER, '-E', 'UTF8', '--auth-local=peer',
-                      '--auth-host=scram-sha-256', f'--pwfile={pwfile}')
+            self._run(
+                'initdb',
+                '-D',
+                str(self.data),
+                '-U',
+                SUPERUSER,
+                '-E',
+                'UTF8',
+                '--auth-local=peer',
+                '--auth-host=scram-sha-256',
+                f'--pwfile={pwfile}',
+            )
         finally:
             pwfile.unlink(missing_ok=True)
         invoker = pwd.getpwuid(os.getuid()).pw_name
@@ -112,9 +135,14 @@ class Cluster:
         (self.data / 'pg_hba.conf').write_text(
             '# Written by devdb.py: peer for the owners (pg_ident.conf), a password over TCP.\n'
             f'local all all peer map={IDENT_MAP}\n'
-            'host all all 127.0.0.1/32 scram-sha-256\n')
-        (self.data / 'pg_ident.conf').write_text(''.join(
-            f'{IDENT_MAP} {user} {SUPERUSER}\n' for user in dict.fromkeys([self.owner, invoker])))
+            'host all all 127.0.0.1/32 scram-sha-256\n'
+        )
+        (self.data / 'pg_ident.conf').write_text(
+            ''.join(
+                f'{IDENT_MAP} {user} {SUPERUSER}\n'
+                for user in dict.fromkeys([self.owner, invoker])
+            )
+        )
 
     def admit(self, user):
         """Let the OS user ``user`` sign in as the superuser too, through the socket.
@@ -139,13 +167,36 @@ class Cluster:
         os.chmod(self.home, 0o750)
 
     def _ctl(self, action, *extra):
-        listen = f'-c listen_addresses=127.0.0.1 -p {self.port}' if self.port else "-c listen_addresses=''"
+        listen = (
+            f'-c listen_addresses=127.0.0.1 -p {self.port}'
+            if self.port
+            else "-c listen_addresses=''"
+        )
         options = f"{listen} -k '{self.home}'"
-        self._run('pg_ctl', '-D', str(self.data), '-l', str(self.log), '-o', options, '-w', *extra, action)
+        self._run(
+            'pg_ctl',
+            '-D',
+            str(self.data),
+            '-l',
+            str(self.log),
+            '-o',
+            options,
+            '-w',
+            *extra,
+            action,
+        )
 
     def running(self):
-        status = subprocess.run([*self._as, os.path.join(self.bindir, 'pg_ctl'), 'status', '-D', str(self.data)],
-                                capture_output=True)
+        status = subprocess.run(
+            [
+                *self._as,
+                os.path.join(self.bindir, 'pg_ctl'),
+                'status',
+                '-D',
+                str(self.data),
+            ],
+            capture_output=True,
+        )
         return status.returncode == 0
 
     def start(self):
@@ -180,7 +231,12 @@ def throwaway(port=None):
 def _can_traverse(user, path):
     if os.geteuid() != 0:
         return True
-    return subprocess.run(['runuser', '-u', user, '--', 'test', '-x', str(path)]).returncode == 0
+    return (
+        subprocess.run(
+            ['runuser', '-u', user, '--', 'test', '-x', str(path)]
+        ).returncode
+        == 0
+    )
 
 
 def embedded_home(root):
@@ -210,18 +266,25 @@ def embedded_start(root, app_user=None):
 
     cluster = Cluster(embedded_home(root))
     if (pathlib.Path(root) / 'var' / 'pgdata' / 'PG_VERSION').exists():
-        print('scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust authentication);'
-              ' it is no longer used: move its data over with pg_dump if you need it, then delete it',
-              file=sys.stderr)
+        print(
+            'scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust authentication);'
+            ' it is no longer used: move its data over with pg_dump if you need it, then delete it',
+            file=sys.stderr,
+        )
     if not cluster.initialised:
-        print(f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}', file=sys.stderr)
+        print(
+            f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}',
+            file=sys.stderr,
+        )
         cluster.create()
     if app_user:
         cluster.admit(app_user)
     if not cluster.running():
         cluster.start()
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'frontdesk'").fetchone():
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = 'frontdesk'"
+        ).fetchone():
             conn.execute('CREATE DATABASE frontdesk')
     url = cluster.url('frontdesk')
     run_dir = pathlib.Path(root) / 'var' / 'run'
@@ -257,11 +320,16 @@ def test_run(command):
         signal.signal(signum, forward)
     cluster = throwaway()
     try:
-        print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)',
-              file=sys.stderr, flush=True)
+        print(
+            f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)',
+            file=sys.stderr,
+            flush=True,
+        )
         if pending:
             return 128 + pending[0]
-        child = subprocess.Popen(command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()})
+        child = subprocess.Popen(
+            command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()}
+        )
         if pending:  # arrived while Popen ran, before ``child`` was set
             child.send_signal(pending[0])
         return child.wait()

@@ -51,8 +51,13 @@ def _container(doc, parents, key):
 def parse(data):
     """Form bytes -> nested dict of strings (and lists of strings for ``name[]``)."""
     try:
-        pairs = urllib.parse.parse_qsl(data.decode('utf-8'), keep_blank_values=True, encoding='utf-8',
-                                       errors='strict', max_num_fields=MAX_FIELDS)
+        pairs = urllib.parse.parse_qsl(
+            data.decode('utf-8'),
+            keep_blank_values=True,
+            encoding='utf-8',
+            errors='strict',
+            max_num_fields=MAX_FIELDS,
+        )
     except UnicodeDecodeError:
         raise _malformed('not UTF-8') from None
     except ValueError:
@@ -105,8 +110,10 @@ def _types(schema, resolver):
         found.update(kind if isinstance(kind, list) else [kind])
     elif 'enum' in schema or 'const' in schema:
         values = schema.get('enum', [schema.get('const')])
-        found.update('null' if value is None else 'string' if isinstance(value, str) else 'other'
-                     for value in values)
+        found.update(
+            'null' if value is None else 'string' if isinstance(value, str) else 'other'
+            for value in values
+        )
     for key in ('anyOf', 'oneOf'):
         for branch in schema.get(key, ()):
             branch_types = _types(branch, resolver)
@@ -128,8 +135,10 @@ def coerce(value, schema, resolver):
     schema, resolver = _deref(schema, resolver)
     if isinstance(value, dict):
         properties = schema.get('properties', {})
-        return {key: coerce(item, properties[key], resolver) if key in properties else item
-                for key, item in value.items()}
+        return {
+            key: coerce(item, properties[key], resolver) if key in properties else item
+            for key, item in value.items()
+        }
     if not isinstance(value, str):
         return value
     types = _types(schema, resolver)

@@ -18,7 +18,9 @@ HEADER = """\
 -- tests/test_migrations.py fails while this file and a fresh migrate disagree.
 """
 # pg_dump's own comments start at column 0; no function body of ours has a line that does.
-_VARYING = re.compile(r"^(--( .*)?|SET .*|SELECT pg_catalog\.set_config\('search_path'.*|\\(un)?restrict\b.*)$")
+_VARYING = re.compile(
+    r"^(--( .*)?|SET .*|SELECT pg_catalog\.set_config\('search_path'.*|\\(un)?restrict\b.*)$"
+)
 
 
 def normalise(dumped):
@@ -29,9 +31,17 @@ def normalise(dumped):
 def dump(url):
     """The text sql/schema.sql holds for the database at ``url``."""
     done = subprocess.run(
-        [os.path.join(devdb.pg_bindir(), 'pg_dump'), '--schema-only', '--no-owner', '--no-privileges',
-         f'--dbname={url}'],
-        capture_output=True, text=True, timeout=120)
+        [
+            os.path.join(devdb.pg_bindir(), 'pg_dump'),
+            '--schema-only',
+            '--no-owner',
+            '--no-privileges',
+            f'--dbname={url}',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         raise RuntimeError(f'pg_dump failed: {done.stderr.strip()}')
     return HEADER + '\n' + normalise(done.stdout)

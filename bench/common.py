@@ -23,7 +23,9 @@ import db
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LUA = ROOT / 'bench' / 'bench.lua'
 RESULTS = ROOT / 'bench' / 'results'
-ADMIN_URL = os.environ.get('TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres')
+ADMIN_URL = os.environ.get(
+    'TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres'
+)
 PASSWORD = 'bench password 1'
 AVATAR_URL_PREFIX = '/avatars/'  # the default the server runs with
 
@@ -36,13 +38,19 @@ ENDPOINTS = [
     ('sign_in', 'POST /auth/sign_in', None),
     ('sign_up', 'POST /api/v1/accounts', None),
 ]
-LABELS = {'healthz': 'GET /healthz (baseline)', **{name: label for name, label, _ in ENDPOINTS}}
+LABELS = {
+    'healthz': 'GET /healthz (baseline)',
+    **{name: label for name, label, _ in ENDPOINTS},
+}
 
 
 RSS_LIMIT_MB = 60
 
 
-BCRYPT_ENDPOINTS = {'sign_in', 'sign_up'}  # no warm-up: bcrypt dominates, nothing to warm
+BCRYPT_ENDPOINTS = {
+    'sign_in',
+    'sign_up',
+}  # no warm-up: bcrypt dominates, nothing to warm
 
 
 # User i: account i (administrator), e-mail user<i>@bench.test, token bench-token-<i>
@@ -71,6 +79,7 @@ SEED = [
 
 
 # --- database -----------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def database():
@@ -136,7 +145,9 @@ class Server:
         sizes = {}
         for pid in self.workers():
             with contextlib.suppress(OSError):
-                for line in pathlib.Path(f'/proc/{pid}/status').read_text().splitlines():
+                for line in (
+                    pathlib.Path(f'/proc/{pid}/status').read_text().splitlines()
+                ):
                     if line.startswith('VmRSS:'):
                         sizes[pid] = int(line.split()[1]) / 1024
         return sizes
@@ -152,7 +163,9 @@ class Server:
         peaks = [0.0]
         for pid in self.workers():
             with contextlib.suppress(OSError):
-                for line in pathlib.Path(f'/proc/{pid}/status').read_text().splitlines():
+                for line in (
+                    pathlib.Path(f'/proc/{pid}/status').read_text().splitlines()
+                ):
                     if line.startswith('VmHWM:'):
                         peaks.append(int(line.split()[1]) / 1024)
         return max(peaks)
@@ -163,7 +176,9 @@ class Server:
         total = 0
         for pid in [self.proc.pid, *self.workers()]:
             with contextlib.suppress(OSError):
-                total += int(pathlib.Path(f'/proc/{pid}/schedstat').read_text().split()[0])
+                total += int(
+                    pathlib.Path(f'/proc/{pid}/schedstat').read_text().split()[0]
+                )
         return total
 
     def cpu_seconds(self):
@@ -175,7 +190,10 @@ class Server:
             try:
                 if pid in workers:
                     app += process_cpu(proc)
-                elif pid != os.getpid() and self.dbname in (proc / 'cmdline').read_bytes():
+                elif (
+                    pid != os.getpid()
+                    and self.dbname in (proc / 'cmdline').read_bytes()
+                ):
                     pg += process_cpu(proc)
             except OSError:
                 continue
@@ -212,18 +230,30 @@ def server(url, args, extra_env=None, name=''):
     access_log = server_log = RESULTS / f'server{name}.log'
     server_log.unlink(missing_ok=True)
     port = free_port()
-    env = {**os.environ, 'DATABASE_URL': url, 'RATE_LIMITS': 'off', 'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
-           'BIND': f'127.0.0.1:{port}', **(extra_env or {})}
+    env = {
+        **os.environ,
+        'DATABASE_URL': url,
+        'RATE_LIMITS': 'off',
+        'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
+        'BIND': f'127.0.0.1:{port}',
+        **(extra_env or {}),
+    }
     with open(server_log, 'ab') as log:
         proc = subprocess.Popen(
             [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f'http://127.0.0.1:{port}'
     try:
         deadline = time.monotonic() + 30
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f'gunicorn exited with {proc.returncode}; see {server_log}')
+                raise RuntimeError(
+                    f'gunicorn exited with {proc.returncode}; see {server_log}'
+                )
             try:
                 if get(base + '/healthz', timeout=1) == 200:
                     break
@@ -231,7 +261,9 @@ def server(url, args, extra_env=None, name=''):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        yield Server(proc, base, access_log, psycopg.conninfo.conninfo_to_dict(url)['dbname'])
+        yield Server(
+            proc, base, access_log, psycopg.conninfo.conninfo_to_dict(url)['dbname']
+        )
     finally:
         proc.terminate()
         try:
@@ -256,28 +288,56 @@ def settle(srv, pause):
 
 # --- wrk ------------------------------------------------------------------------------
 
+
 def wrk(srv, args, endpoint, users, duration):
     """One wrk run; returns its numbers plus the statuses the access log saw."""
-    command = ['wrk', f'-t{args.threads}', f'-c{args.connections}', f'-d{duration}', '--latency',
-               f'--timeout={args.timeout}', '-s', str(LUA), srv.base,
-               '--', endpoint, str(users), PASSWORD, secrets.token_hex(4)]
+    command = [
+        'wrk',
+        f'-t{args.threads}',
+        f'-c{args.connections}',
+        f'-d{duration}',
+        '--latency',
+        f'--timeout={args.timeout}',
+        '-s',
+        str(LUA),
+        srv.base,
+        '--',
+        endpoint,
+        str(users),
+        PASSWORD,
+        secrets.token_hex(4),
+    ]
     offset = srv.log_offset()
     app_cpu, pg_cpu = srv.cpu_seconds()
     wrk_cpu = _children_cpu()
     done = subprocess.run(command, capture_output=True, text=True)
     wrk_cpu = _children_cpu() - wrk_cpu
-    app_cpu, pg_cpu = (after - before for after, before in zip(srv.cpu_seconds(), (app_cpu, pg_cpu)))
-    line = next((line for line in done.stdout.splitlines() if line.startswith('BENCH ')), None)
+    app_cpu, pg_cpu = (
+        after - before for after, before in zip(srv.cpu_seconds(), (app_cpu, pg_cpu))
+    )
+    line = next(
+        (line for line in done.stdout.splitlines() if line.startswith('BENCH ')), None
+    )
     if srv.proc.poll() is not None:
-        raise RuntimeError(f'gunicorn exited ({srv.proc.returncode}) during the {endpoint} run; '
-                           f'see {RESULTS}/server.log')
+        raise RuntimeError(
+            f'gunicorn exited ({srv.proc.returncode}) during the {endpoint} run; '
+            f'see {RESULTS}/server.log'
+        )
     if done.returncode != 0 or line is None:
-        raise RuntimeError(f'wrk failed ({done.returncode}): {done.stdout}{done.stderr}')
-    numbers = json.loads(line[len('BENCH '):])
+        raise RuntimeError(
+            f'wrk failed ({done.returncode}): {done.stdout}{done.stderr}'
+        )
+    numbers = json.loads(line[len('BENCH ') :])
     settle(srv, args.pause)
     statuses = srv.statuses(offset)
-    bad = {code.decode(): n for code, n in sorted(statuses.items()) if not code.startswith(b'2')}
-    socket_errors = numbers['connect'] + numbers['read'] + numbers['write'] + numbers['timeout']
+    bad = {
+        code.decode(): n
+        for code, n in sorted(statuses.items())
+        if not code.startswith(b'2')
+    }
+    socket_errors = (
+        numbers['connect'] + numbers['read'] + numbers['write'] + numbers['timeout']
+    )
     result = {
         'endpoint': endpoint,
         'requests': numbers['requests'],
@@ -292,9 +352,12 @@ def wrk(srv, args, endpoint, users, duration):
         'pg_us': pg_cpu / max(numbers['requests'], 1) * 1e6,
         'wrk_cpu': wrk_cpu / (numbers['duration_us'] / 1e6),
     }
-    print(f"  {endpoint:12} {result['rps']:8.1f} req/s  p50 {result['p50']:6.1f} ms  p99 {result['p99']:7.1f} ms"
-          f"  CPU/req app {result['app_us']:6.0f} + pg {result['pg_us']:5.0f} us  wrk {result['wrk_cpu']:4.0%}"
-          f"  non-2xx {result['non2xx']}  socket errors {socket_errors}  {bad or ''}", flush=True)
+    print(
+        f'  {endpoint:12} {result["rps"]:8.1f} req/s  p50 {result["p50"]:6.1f} ms  p99 {result["p99"]:7.1f} ms'
+        f'  CPU/req app {result["app_us"]:6.0f} + pg {result["pg_us"]:5.0f} us  wrk {result["wrk_cpu"]:4.0%}'
+        f'  non-2xx {result["non2xx"]}  socket errors {socket_errors}  {bad or ""}',
+        flush=True,
+    )
     return result
 
 
@@ -307,7 +370,11 @@ def warm_up(srv, args, names, users):
     if args.warmup in ('0', '0s'):
         return []
     print(f'warm-up ({args.warmup} each):', flush=True)
-    return [wrk(srv, args, name, users, args.warmup) for name in names if name not in BCRYPT_ENDPOINTS]
+    return [
+        wrk(srv, args, name, users, args.warmup)
+        for name in names
+        if name not in BCRYPT_ENDPOINTS
+    ]
 
 
 def alternate(srv, args, names, users):
@@ -319,7 +386,9 @@ def alternate(srv, args, names, users):
             runs.append(wrk(srv, args, name, users, args.duration))
             runs.append(wrk(srv, args, 'healthz', users, args.duration))
     for i in range(1, len(runs), 2):
-        runs[i]['ratio'] = runs[i]['rps'] / statistics.mean((runs[i - 1]['rps'], runs[i + 1]['rps']))
+        runs[i]['ratio'] = runs[i]['rps'] / statistics.mean(
+            (runs[i - 1]['rps'], runs[i + 1]['rps'])
+        )
     return runs
 
 
@@ -329,37 +398,53 @@ def summarise(runs, name):
     bad = collections.Counter()
     for run in mine:
         bad.update(run['bad_statuses'])
-    row = {key: statistics.median(run[key] for run in mine) for key in ('rps', 'p50', 'p99', 'app_us', 'pg_us')}
+    row = {
+        key: statistics.median(run[key] for run in mine)
+        for key in ('rps', 'p50', 'p99', 'app_us', 'pg_us')
+    }
     if name != 'healthz':
         row['ratio'] = statistics.median(run['ratio'] for run in mine)
-    row.update(n=len(mine), non2xx=sum(run['non2xx'] for run in mine),
-               socket_errors=sum(run['socket_errors'] for run in mine), bad_statuses=dict(bad))
+    row.update(
+        n=len(mine),
+        non2xx=sum(run['non2xx'] for run in mine),
+        socket_errors=sum(run['socket_errors'] for run in mine),
+        bad_statuses=dict(bad),
+    )
     return row
 
 
 # --- reporting ------------------------------------------------------------------------
+
 
 def verdict(ok):
     return 'pass' if ok else '**miss**'
 
 
 def errors_cell(row):
-    text = f"{row['non2xx']} / {row['socket_errors']}"
+    text = f'{row["non2xx"]} / {row["socket_errors"]}'
     if row['bad_statuses']:
-        text += ' (' + ', '.join(f'{code}×{n}' for code, n in row['bad_statuses'].items()) + ')'
+        text += (
+            ' ('
+            + ', '.join(f'{code}×{n}' for code, n in row['bad_statuses'].items())
+            + ')'
+        )
     return text
 
 
 def table(rows):
     """Markdown table of summarised rows: [(name, row, target text, ok or None)]."""
-    lines = ['| endpoint | req/s | p50 ms | p99 ms | × healthz | CPU µs/req app + pg | non-2xx / socket errors '
-             '| target | result |',
-             '|---|---:|---:|---:|---:|---:|---|---|---|']
+    lines = [
+        '| endpoint | req/s | p50 ms | p99 ms | × healthz | CPU µs/req app + pg | non-2xx / socket errors '
+        '| target | result |',
+        '|---|---:|---:|---:|---:|---:|---|---|---|',
+    ]
     for name, row, target, ok in rows:
-        ratio = f"{row['ratio']:.2f}" if 'ratio' in row else '1'
+        ratio = f'{row["ratio"]:.2f}' if 'ratio' in row else '1'
         result = '' if ok is None else verdict(ok)
-        lines.append(f"| {LABELS[name]} | {row['rps']:,.0f} | {row['p50']:.1f} | {row['p99']:.1f} | {ratio} "
-                     f"| {row['app_us']:,.0f} + {row['pg_us']:,.0f} | {errors_cell(row)} | {target} | {result} |")
+        lines.append(
+            f'| {LABELS[name]} | {row["rps"]:,.0f} | {row["p50"]:.1f} | {row["p99"]:.1f} | {ratio} '
+            f'| {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} | {errors_cell(row)} | {target} | {result} |'
+        )
     return lines
 
 
@@ -369,9 +454,18 @@ def rss_line(sizes):
 
 def header(args, title):
     now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
-    head = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True)
-    return [f'## {title}', '',
-            f'{now}, HEAD {head.stdout.strip() or "?"} (plus any uncommitted changes); '
-            f'wrk -t{args.threads} -c{args.connections} -d{args.duration} --latency, '
-            f'{args.rounds} round(s); bcrypt cost {args.bcrypt_rounds}; '
-            f'{os.cpu_count()} CPUs shared by wrk, gunicorn and PostgreSQL.', '']
+    head = subprocess.run(
+        ['git', 'rev-parse', '--short', 'HEAD'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return [
+        f'## {title}',
+        '',
+        f'{now}, HEAD {head.stdout.strip() or "?"} (plus any uncommitted changes); '
+        f'wrk -t{args.threads} -c{args.connections} -d{args.duration} --latency, '
+        f'{args.rounds} round(s); bcrypt cost {args.bcrypt_rounds}; '
+        f'{os.cpu_count()} CPUs shared by wrk, gunicorn and PostgreSQL.',
+        '',
+    ]

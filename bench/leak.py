@@ -1,14 +1,13 @@
 """--leak: worker RSS before and after --leak-requests requests."""
 
-from bench.common import RSS_LIMIT_MB
 from bench.common import database
 from bench.common import header
+from bench.common import RSS_LIMIT_MB
 from bench.common import seed
 from bench.common import server
 from bench.common import verdict
 from bench.common import warm_up
 from bench.common import wrk
-
 
 RSS_FLAT_MB = 1.0  # "flat": no worker grew by more than this over the leak run
 
@@ -27,7 +26,15 @@ def run_leak(args, password_hash):
             while sum(run['requests'] for run in runs) < args.leak_requests:
                 left = args.leak_requests - sum(run['requests'] for run in runs)
                 rate = runs[-1]['rps'] if runs else rate
-                runs.append(wrk(srv, args, 'get_profile', args.users, f'{max(1, min(60, round(left / rate + 0.5)))}s'))
+                runs.append(
+                    wrk(
+                        srv,
+                        args,
+                        'get_profile',
+                        args.users,
+                        f'{max(1, min(60, round(left / rate + 0.5)))}s',
+                    )
+                )
             after = srv.rss_mb()
     requests = sum(run['requests'] for run in runs)
     seconds = sum(run['requests'] / run['rps'] for run in runs)
@@ -35,11 +42,16 @@ def run_leak(args, password_hash):
     socket_errors = sum(run['socket_errors'] for run in runs)
     growth = max(after.get(pid, float('inf')) - mb for pid, mb in before.items())
     lines = header(args, f'Leak check ({args.users:,} users)') + [
-        '| worker pid | RSS before MB | RSS after MB | change MB |', '|---:|---:|---:|---:|']
+        '| worker pid | RSS before MB | RSS after MB | change MB |',
+        '|---:|---:|---:|---:|',
+    ]
     for pid, mb in sorted(before.items()):
         later = after.get(pid)
-        lines.append(f'| {pid} | {mb:.1f} | {later:.1f} | {later - mb:+.1f} |' if later is not None
-                     else f'| {pid} | {mb:.1f} | gone (restarted) | |')
+        lines.append(
+            f'| {pid} | {mb:.1f} | {later:.1f} | {later - mb:+.1f} |'
+            if later is not None
+            else f'| {pid} | {mb:.1f} | gone (restarted) | |'
+        )
     lines += [
         '',
         f'- {requests:,} GET /api/v1/profile requests in {len(runs)} wrk run(s), {requests / seconds:,.0f} req/s; '

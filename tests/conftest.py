@@ -6,9 +6,9 @@ accounts with unique addresses and asserts only on those.
 """
 
 import psycopg
+from psycopg.rows import dict_row
 import pytest
 import webtest
-from psycopg.rows import dict_row
 
 import app as app_module
 import config as config_module
@@ -19,15 +19,15 @@ from services import users
 from tests import contract
 from tests.pgbouncer import PgBouncer
 from tests.support.database import ADMIN_URL
-from tests.support.database import VIA_PGBOUNCER
 from tests.support.database import new_database
 from tests.support.database import pooler_env
+from tests.support.database import VIA_PGBOUNCER
 from tests.support.servers import free_port
 from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
 from tests.support.users import TEST_SECRET_KEY
-from tests.support.users import User
 from tests.support.users import unique_email
+from tests.support.users import User
 
 _unchecked_do_request = webtest.TestApp.do_request
 
@@ -35,7 +35,9 @@ _unchecked_do_request = webtest.TestApp.do_request
 def _checked_do_request(self, req, status=None, expect_errors=None):
     """Every WebTest response must be one /api/v1/openapi.json documents."""
     resp = _unchecked_do_request(self, req, status=status, expect_errors=expect_errors)
-    contract.check(req.method, req.path_info, req.headers, resp.status_int, resp.headers, resp.body)
+    contract.check(
+        req.method, req.path_info, req.headers, resp.status_int, resp.headers, resp.body
+    )
     return resp
 
 
@@ -54,6 +56,7 @@ def direct_database_url():
 
 # --- issue 14: the suite through PgBouncer in transaction mode ---------------------------
 # With FRONTDESK_VIA_PGBOUNCER=1 (VIA_PGBOUNCER, tests/support/database.py).
+
 
 @pytest.fixture(scope='session')
 def pgbouncer():
@@ -122,7 +125,9 @@ def make_testapp(base_env, pool):
     """A TestApp whose config has ``overrides`` (e.g. ENABLE_ACCOUNT_SIGNUP='false')."""
 
     def make(**overrides):
-        return webtest.TestApp(app_module.create_app(config_module.load({**base_env, **overrides}), pool))
+        return webtest.TestApp(
+            app_module.create_app(config_module.load({**base_env, **overrides}), pool)
+        )
 
     return make
 
@@ -130,7 +135,9 @@ def make_testapp(base_env, pool):
 @pytest.fixture
 def conn(direct_database_url):
     """A connection of the test's own, for looking at what the service stored."""
-    with psycopg.connect(direct_database_url, autocommit=True, row_factory=dict_row) as conn:
+    with psycopg.connect(
+        direct_database_url, autocommit=True, row_factory=dict_row
+    ) as conn:
         yield conn
 
 
@@ -138,7 +145,9 @@ def conn(direct_database_url):
 def make_account(pool, queries):
     def make(name='Acme'):
         with pool.connection() as conn:
-            return conn.execute(queries['accounts.insert'], {'name': name, 'locale': 'en'}).fetchone()['id']
+            return conn.execute(
+                queries['accounts.insert'], {'name': name, 'locale': 'en'}
+            ).fetchone()['id']
 
     return make
 
@@ -147,18 +156,41 @@ def make_account(pool, queries):
 def make_user(pool, queries, config):
     """Create a confirmed user, its membership and a sign-in token, without HTTP."""
 
-    def make(account_id=None, role='agent', confirmed=True, password=PASSWORD, name='Agent Smith'):
+    def make(
+        account_id=None,
+        role='agent',
+        confirmed=True,
+        password=PASSWORD,
+        name='Agent Smith',
+    ):
         email = unique_email()
         hashed = passwords.hash_password(password, config.bcrypt_rounds)
         with pool.connection() as conn, conn.transaction():
-            user_id = users.create_user(conn, queries, name=name, email=email, encrypted_password=hashed,
-                                        confirmed=confirmed)
+            user_id = users.create_user(
+                conn,
+                queries,
+                name=name,
+                email=email,
+                encrypted_password=hashed,
+                confirmed=confirmed,
+            )
             if account_id is not None:
-                conn.execute(queries['memberships.insert'],
-                             {'account_id': account_id, 'user_id': user_id, 'role': role, 'stamp_active': False})
+                conn.execute(
+                    queries['memberships.insert'],
+                    {
+                        'account_id': account_id,
+                        'user_id': user_id,
+                        'role': role,
+                        'stamp_active': False,
+                    },
+                )
             token, client, _ = sessions.issue(conn, queries, config, user_id)
-            access_token = conn.execute('SELECT access_token FROM users WHERE id = %s', (user_id,)).fetchone()
-        return User(user_id, email, password, token, client, access_token['access_token'])
+            access_token = conn.execute(
+                'SELECT access_token FROM users WHERE id = %s', (user_id,)
+            ).fetchone()
+        return User(
+            user_id, email, password, token, client, access_token['access_token']
+        )
 
     return make
 
@@ -178,5 +210,3 @@ def gunicorn_url(base_env, tmp_path_factory):
     log_path = tmp_path_factory.mktemp('gunicorn') / 'gunicorn.log'
     with run_gunicorn(base_env, workers=2, log_path=log_path) as base:
         yield base
-
-

@@ -50,8 +50,16 @@ def range_api(delay=0.0):
 
 
 def sign_up(app, password, status):
-    return app.post_json('/api/v1/accounts', {'account_name': 'A', 'email': unique_email('hibp'),
-                                              'user_full_name': 'Ada', 'password': password}, status=status)
+    return app.post_json(
+        '/api/v1/accounts',
+        {
+            'account_name': 'A',
+            'email': unique_email('hibp'),
+            'user_full_name': 'Ada',
+            'password': password,
+        },
+        status=status,
+    )
 
 
 def test_a_breached_password_is_refused_and_only_a_prefix_leaves(make_testapp):
@@ -59,7 +67,10 @@ def test_a_breached_password_is_refused_and_only_a_prefix_leaves(make_testapp):
         app = make_testapp(BREACHED_PASSWORD_CHECK='hibp', HIBP_RANGE_URL=url)
         answer = sign_up(app, BREACHED, 422)
         sign_up(app, CLEAN, 200)
-    assert answer.json == {'message': 'Password has appeared in a data breach', 'attributes': ['password']}
+    assert answer.json == {
+        'message': 'Password has appeared in a data breach',
+        'attributes': ['password'],
+    }
     assert [len(path.rsplit('/', 1)[1]) for path in server.paths] == [5, 5]
     digest = hashlib.sha1(BREACHED.encode()).hexdigest().upper()
     assert server.paths[0] == '/range/' + digest[:5]
@@ -74,7 +85,10 @@ def test_off_by_default_asks_nothing(make_testapp):
 
 def test_a_range_api_that_is_down_fails_open_and_is_logged(make_testapp, caplog):
     caplog.set_level(logging.WARNING)
-    app = make_testapp(BREACHED_PASSWORD_CHECK='hibp', HIBP_RANGE_URL=f'http://127.0.0.1:{free_port()}/range')
+    app = make_testapp(
+        BREACHED_PASSWORD_CHECK='hibp',
+        HIBP_RANGE_URL=f'http://127.0.0.1:{free_port()}/range',
+    )
     sign_up(app, BREACHED, 200)
     assert 'breached password check failed open' in caplog.text
 
@@ -91,5 +105,8 @@ def test_a_slow_range_api_fails_open_after_two_seconds(make_testapp):
 
 def test_an_unknown_setting_stops_the_start():
     import config
+
     with pytest.raises(config.ConfigError, match='BREACHED_PASSWORD_CHECK'):
-        config.load({'DATABASE_URL': 'postgresql://x', 'BREACHED_PASSWORD_CHECK': 'yes'})
+        config.load(
+            {'DATABASE_URL': 'postgresql://x', 'BREACHED_PASSWORD_CHECK': 'yes'}
+        )

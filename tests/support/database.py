@@ -8,7 +8,9 @@ import psycopg
 
 import db
 
-ADMIN_URL = os.environ.get('TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres')
+ADMIN_URL = os.environ.get(
+    'TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres'
+)
 
 
 def database_url_for(admin_url, name):
@@ -39,4 +41,8 @@ VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
 
 
 def pooler_env(direct_database_url):
-    return {'DB_PREPARED_STATEMENTS': 'off', 'MIGRATE_DATABASE_URL': direct_database_url} if VIA_PGBOUNCER else {}
+    return (
+        {'DB_PREPARED_STATEMENTS': 'off', 'MIGRATE_DATABASE_URL': direct_database_url}
+        if VIA_PGBOUNCER
+        else {}
+    )

@@ -25,7 +25,9 @@ def wait_for(url, timeout=20.0, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f'process exited with {proc.returncode} before {url} answered')
+            raise RuntimeError(
+                f'process exited with {proc.returncode} before {url} answered'
+            )
         try:
             with urllib.request.urlopen(url, timeout=1) as answer:
                 if answer.status == 200:
@@ -39,11 +41,19 @@ def wait_for(url, timeout=20.0, proc=None):
 def run_gunicorn(env, workers=2, port=None, log_path=None):
     """Start real gunicorn from gunicorn.conf.py; yield its base URL; stop it."""
     port = port or free_port()
-    full_env = {**os.environ, **env, 'BIND': f'127.0.0.1:{port}', 'WEB_CONCURRENCY': str(workers)}
+    full_env = {
+        **os.environ,
+        **env,
+        'BIND': f'127.0.0.1:{port}',
+        'WEB_CONCURRENCY': str(workers),
+    }
     log = open(log_path, 'wb') if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
-        cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f'http://127.0.0.1:{port}'
     try:
@@ -68,12 +78,14 @@ class Answer:
     @property
     def json(self):
         import json
+
         return json.loads(self.body)
 
 
 def http(method, url, json_body=None, headers=None, data=None, timeout=30):
     """One real HTTP request with urllib; errors are answers, not exceptions."""
     import json
+
     headers = dict(headers or {})
     if json_body is not None:
         data = json.dumps(json_body).encode()
@@ -81,9 +93,15 @@ def http(method, url, json_body=None, headers=None, data=None, timeout=30):
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            result = Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
+            result = Answer(
+                answer.status,
+                {k.lower(): v for k, v in answer.headers.items()},
+                answer.read(),
+            )
     except urllib.error.HTTPError as ex:
-        result = Answer(ex.code, {k.lower(): v for k, v in ex.headers.items()}, ex.read())
+        result = Answer(
+            ex.code, {k.lower(): v for k, v in ex.headers.items()}, ex.read()
+        )
     contract.check(method, url, headers, result.status, result.headers, result.body)
     return result
 
@@ -91,12 +109,17 @@ def http(method, url, json_body=None, headers=None, data=None, timeout=30):
 def raw_request(base, data, timeout=10):
     """Send ``data`` as is on a new connection; return (status, headers, body)."""
     parts = urllib.parse.urlsplit(base)
-    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+    with socket.create_connection(
+        (parts.hostname, parts.port), timeout=timeout
+    ) as sock:
         sock.sendall(data)
         answer = b''
         while chunk := sock.recv(65536):
             answer += chunk
     head, _, body = answer.partition(b'\r\n\r\n')
     lines = head.decode('latin-1').split('\r\n')
-    headers = {name.lower(): value.strip() for name, _, value in (line.partition(':') for line in lines[1:])}
+    headers = {
+        name.lower(): value.strip()
+        for name, _, value in (line.partition(':') for line in lines[1:])
+    }
     return int(lines[0].split()[1]), headers, body

@@ -3,7 +3,6 @@
 import dataclasses
 import uuid
 
-
 PASSWORD = 'correct horse 1'
 TEST_SECRET_KEY = 'ZnJvbnRkZXNrIHRlc3RzIGtleSBvZiAzMiBieXRlcyE='
 
