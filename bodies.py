@@ -32,7 +32,8 @@ class JSONHandler(falcon.media.BaseHandler):
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as ex:
             raise errors.BadRequest(f'Malformed JSON: {ex.msg}') from None
-        # Only a body with that many brackets can be that deep: the usual one is not walked.
+        # Only a body with that many brackets can be that deep: the usual one is not
+        # walked.
         if data.count(b'[') + data.count(b'{') > MAX_DEPTH and _depth(doc) > MAX_DEPTH:
             raise errors.BadRequest(
                 f'Malformed JSON: nested deeper than {MAX_DEPTH} levels'

@@ -121,7 +121,8 @@ def source_files(root=ROOT):
 
 @functools.cache
 def query_lookups(root=ROOT):
-    """Every ``queries[...]`` of the source: ``(key, 'file:line')``, key None when not a literal.
+    """Every ``queries[...]`` of the source: ``(key, 'file:line')``, key None when not a
+    literal.
 
     A lookup is a subscript of a name ending in ``queries`` (``self._queries``) or of
     ``load_queries()``. Names are string literals (house style), so each can be checked.
@@ -184,7 +185,8 @@ def checksum(path):
 
 
 class MigrationRefused(Exception):
-    """An applied migration's file changed or is gone; the message is one line naming it."""
+    """An applied migration's file changed or is gone; the message is one line naming
+    it."""
 
 
 def _shown(path):
@@ -196,7 +198,8 @@ def utc_time(stamp):
 
 
 def recorded_migrations(conn):
-    """``{version: (applied_at, checksum or None)}`` of schema_migrations, empty before the first run.
+    """``{version: (applied_at, checksum or None)}`` of schema_migrations, empty before
+    the first run.
 
     to_jsonb reads the checksum whether or not a database migrated before issue 17 has
     the column yet, so ``manage.py migrate --status`` never has to change anything.
@@ -204,13 +207,15 @@ def recorded_migrations(conn):
     if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
         return {}
     rows = conn.execute(
-        "SELECT version, applied_at, to_jsonb(m) ->> 'checksum' FROM schema_migrations m"
+        "SELECT version, applied_at, to_jsonb(m) ->> 'checksum'"
+        ' FROM schema_migrations m'
     )
     return {version: (applied_at, digest) for version, applied_at, digest in rows}
 
 
 def migration_states(recorded, directory=MIGRATIONS_DIR):
-    """Each migration, recorded or on disk, as ``(version, applied_at, state)`` in order.
+    """Each migration, recorded or on disk, as ``(version, applied_at, state)`` in
+    order.
 
     States: ``applied`` (the file is the one applied), ``unchecked`` (applied before
     checksums were kept), ``pending``, and the three that stop a migrate: ``changed``,
@@ -246,39 +251,42 @@ def refusal(recorded, states, directory=MIGRATIONS_DIR):
     if 'missing' in found:
         version, applied_at = found['missing']
         return (
-            f'{_shown(directory / f"{version}.sql")} was applied ({utc_time(applied_at)}) but the file is '
+            f'{_shown(directory / f"{version}.sql")} was applied '
+            f'({utc_time(applied_at)}) but the file is '
             'missing; a migration on main is never renamed or removed: restore it'
         )
     if 'changed' in found:
         path = directory / f'{found["changed"][0]}.sql'
         return (
-            f'{_shown(path)} was changed after it was applied (checksum {recorded[path.stem][1]} applied, '
-            f'{checksum(path)} now); a migration on main never changes: write a new one'
+            f'{_shown(path)} was changed after it was applied (checksum '
+            f'{recorded[path.stem][1]} applied, {checksum(path)} now); a migration on '
+            'main never changes: write a new one'
         )
     if 'out of order' in found:
         path = directory / f'{found["out of order"][0]}.sql'
         return (
             f'{_shown(path)} is pending but sorts before '
-            f'{max(recorded)}, which is applied; a new migration takes the next number after every '
-            'migration on main: renumber it'
+            f'{max(recorded)}, which is applied; a new migration takes the next number '
+            'after every migration on main: renumber it'
         )
     return None
 
 
 def migrate(conninfo, directory=MIGRATIONS_DIR, target=None):
-    """Apply every migration not yet recorded (up to ``target``, a version); return those applied.
+    """Apply every migration not yet recorded (up to ``target``, a version); return
+    those applied.
 
     First every applied migration is checked against its file (sha256, recorded when it
     was applied): a changed, missing or out-of-order one stops the run with
     MigrationRefused before anything is written. Rows from before checksums were kept
     get the current file's checksum here, once.
 
-    The advisory lock makes two concurrent runs take turns: the second finds
-    everything applied and does nothing. It is a session-level lock, so ``conninfo``
-    must reach PostgreSQL itself (MIGRATE_DATABASE_URL), not a transaction-mode pooler,
-    which would run the next statement in another server session: each transaction checks
-    that it runs in the session holding the lock, and stops the run otherwise. Each file
-    is its own transaction, so a failing one leaves the ones before it applied.
+    The advisory lock makes two concurrent runs take turns: the second finds everything
+    applied and does nothing. It is a session-level lock, so ``conninfo`` must reach
+    PostgreSQL itself (MIGRATE_DATABASE_URL), not a transaction-mode pooler, which would
+    run the next statement in another server session: each transaction checks that it
+    runs in the session holding the lock, and stops the run otherwise. Each file is its
+    own transaction, so a failing one leaves the ones before it applied.
     """
     files = migration_files(directory)
     if target is not None and target not in {path.stem for path in files}:
@@ -302,7 +310,8 @@ def migrate(conninfo, directory=MIGRATIONS_DIR, target=None):
                     _check_session(conn, holder)
                     conn.execute(source.decode())
                     conn.execute(
-                        'INSERT INTO schema_migrations (version, checksum) VALUES (%s, %s)',
+                        'INSERT INTO schema_migrations (version, checksum)'
+                        ' VALUES (%s, %s)',
                         (path.stem, hashlib.sha256(source).hexdigest()),
                     )
                 applied_now.append(path.stem)
@@ -323,7 +332,8 @@ def _check_session(conn, holder):
 
 
 def _check_applied(conn, directory):
-    """Set up the bookkeeping, refuse a changed past, fill in missing checksums; return the pending versions."""
+    """Set up the bookkeeping, refuse a changed past, fill in missing checksums;
+    return the pending versions."""
     conn.execute(
         'CREATE TABLE IF NOT EXISTS schema_migrations ('
         ' version text PRIMARY KEY,'
@@ -340,7 +350,8 @@ def _check_applied(conn, directory):
     for version, _, state in states:
         if state == 'unchecked':
             conn.execute(
-                'UPDATE schema_migrations SET checksum = %s WHERE version = %s AND checksum IS NULL',
+                'UPDATE schema_migrations SET checksum = %s WHERE version = %s'
+                ' AND checksum IS NULL',
                 (checksum(directory / f'{version}.sql'), version),
             )
     return {version for version, _, state in states if state == 'pending'}

@@ -17,8 +17,8 @@ no other local user can reach the cluster (SPEC 10):
 
 Command line (used by scripts/run and scripts/test):
   devdb.py embedded-start ROOT [APP_USER]
-                                  start ROOT's embedded cluster, print its URL (APP_USER:
-                                  also admit that OS user, see Cluster.admit)
+                                  start ROOT's embedded cluster, print its URL
+                                  (APP_USER: also admit that OS user, see Cluster.admit)
   devdb.py embedded-stop ROOT     stop it (data kept)
   devdb.py test-run -- CMD...     run CMD with TEST_DATABASE_URL on a throwaway cluster
 """
@@ -106,7 +106,8 @@ class Cluster:
         os.chown(path, owner.pw_uid, owner.pw_gid)
 
     def create(self):
-        """initdb with peer (local) and scram (TCP) authentication; no trust anywhere."""
+        """initdb with peer (local) and scram (TCP) authentication; no trust
+        anywhere."""
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.home, 0o700)
         self._own(self.home)
@@ -133,7 +134,8 @@ class Cluster:
         invoker = pwd.getpwuid(os.getuid()).pw_name
         # Written in place: the files keep initdb's owner and mode (0600).
         (self.data / 'pg_hba.conf').write_text(
-            '# Written by devdb.py: peer for the owners (pg_ident.conf), a password over TCP.\n'
+            '# Written by devdb.py: peer for the owners (pg_ident.conf), a password'
+            ' over TCP.\n'
             f'local all all peer map={IDENT_MAP}\n'
             'host all all 127.0.0.1/32 scram-sha-256\n'
         )
@@ -217,7 +219,8 @@ class Cluster:
 
 
 def throwaway(port=None):
-    """A new cluster in a fresh temporary directory, started; ``destroy()`` removes it."""
+    """A new cluster in a fresh temporary directory, started; ``destroy()`` removes
+    it."""
     cluster = Cluster(tempfile.mkdtemp(prefix='frontdesk-pg-'), port or free_port())
     try:
         cluster.create()
@@ -267,8 +270,9 @@ def embedded_start(root, app_user=None):
     cluster = Cluster(embedded_home(root))
     if (pathlib.Path(root) / 'var' / 'pgdata' / 'PG_VERSION').exists():
         print(
-            'scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust authentication);'
-            ' it is no longer used: move its data over with pg_dump if you need it, then delete it',
+            'scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust '
+            'authentication); it is no longer used: move its data over with pg_dump '
+            'if you need it, then delete it',
             file=sys.stderr,
         )
     if not cluster.initialised:
@@ -321,7 +325,8 @@ def test_run(command):
     cluster = throwaway()
     try:
         print(
-            f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)',
+            f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} '
+            '(removed at the end)',
             file=sys.stderr,
             flush=True,
         )

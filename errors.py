@@ -74,7 +74,8 @@ class MFAUnavailable(APIError):
 
 
 class MFAEnrollmentRequired(APIError):
-    """A member of an account that requires MFA, without it, outside the MFA endpoints."""
+    """A member of an account that requires MFA, without it, outside the MFA
+    endpoints."""
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, MFA_ENROLLMENT_REQUIRED_BODY)
@@ -230,8 +231,8 @@ def _unexpected(req, resp, ex, params):
 def install(app):
     """Register the serializer and the handlers on ``app``."""
     app.set_error_serializer(serialize)
-    # Falcon picks the most specific class registered for an exception, whatever the order;
-    # psycopg_pool.PoolTimeout is an OperationalError, so it is a 503 too.
+    # Falcon picks the most specific class registered for an exception, whatever the
+    # order; psycopg_pool.PoolTimeout is an OperationalError, so it is a 503 too.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPMethodNotAllowed, _method_not_allowed)
     app.add_error_handler(falcon.MediaMalformedError, _media_error)

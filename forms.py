@@ -1,10 +1,10 @@
 """application/x-www-form-urlencoded bodies, read as Rails reads them (SPEC 11).
 
 ``profile[name]=Ada&profile[ui_settings][theme]=dark`` becomes
-``{"profile": {"name": "Ada", "ui_settings": {"theme": "dark"}}}``; ``tags[]=a&tags[]=b``
-a list. Every value is a string; ``coerce()`` then turns the ones the schema wants as
-another type into it, as Rails' type casting does, so validation, limits and error
-messages are those of a JSON body.
+``{"profile": {"name": "Ada", "ui_settings": {"theme": "dark"}}}``;
+``tags[]=a&tags[]=b`` a list. Every value is a string; ``coerce()`` then turns the
+ones the schema wants as another type into it, as Rails' type casting does, so
+validation, limits and error messages are those of a JSON body.
 """
 
 import re
@@ -102,7 +102,8 @@ class FormHandler(falcon.media.BaseHandler):
 
 
 def _types(schema, resolver):
-    """The JSON types ``schema`` accepts (empty: any), following $ref and anyOf/oneOf."""
+    """The JSON types ``schema`` accepts (empty: any), following $ref and
+    anyOf/oneOf."""
     schema, resolver = _deref(schema, resolver)
     found = set()
     kind = schema.get('type')

@@ -62,7 +62,8 @@ FORMATTERS = {'text': TextFormatter, 'json': JSONFormatter}
 
 
 def gunicorn_logconfig(log_format):
-    """gunicorn's ``logconfig_dict``: its error log and the root logger in our format."""
+    """gunicorn's ``logconfig_dict``: its error log and the root logger in our
+    format."""
     handler = {
         'class': 'logging.StreamHandler',
         'formatter': 'frontdesk',

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox,
-disable-mfa, schema-dump.
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune,
+mailbox, disable-mfa, schema-dump.
 
 Without DATABASE_URL they use scripts/run's embedded database (config.py).
 """
@@ -46,7 +46,8 @@ def cmd_migrate(config, args):
 
 
 def migration_status(url):
-    """One line per migration, applied (with when) or pending; reads only, takes no lock."""
+    """One line per migration, applied (with when) or pending; reads only, takes no
+    lock."""
     with psycopg.connect(url, autocommit=True) as conn:
         recorded = db.recorded_migrations(conn)
     states = db.migration_states(recorded)
@@ -63,7 +64,8 @@ def cmd_schema_dump(args):
     """Write sql/schema.sql from a throwaway cluster migrated from nothing."""
     text = schema_dump.regenerate()
     print(
-        f'schema-dump: wrote {schema_dump.SCHEMA_FILE.relative_to(db.ROOT)} ({text.count(chr(10))} lines)'
+        f'schema-dump: wrote {schema_dump.SCHEMA_FILE.relative_to(db.ROOT)} '
+        f'({text.count(chr(10))} lines)'
     )
 
 
@@ -94,7 +96,8 @@ def cmd_create_user(config, args):
             )
         except users.EmailTaken:
             sys.exit(
-                f'create-user: Email has already been taken ({args.email.strip().lower()})'
+                'create-user: Email has already been taken '
+                f'({args.email.strip().lower()})'
             )
         if args.account_id is not None:
             try:
@@ -131,7 +134,8 @@ def cmd_touch_cache_key(config, args):
 
 
 def cmd_disable_mfa(config, args):
-    """The way back for a user who lost both the authenticator and the recovery codes."""
+    """The way back for a user who lost both the authenticator and the recovery
+    codes."""
     queries = db.load_queries()
     email = args.email.strip().lower()
     with psycopg.connect(
@@ -159,15 +163,16 @@ def cmd_deliver_mail(config, args):
         signal.signal(signum, lambda *_: stop.set())
     outcomes = outbox.run(config, db.load_queries(), once=args.once, stop=stop)
     print(
-        f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, {outcomes["failed"]} failed'
+        f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, '
+        f'{outcomes["failed"]} failed'
     )
 
 
 def cmd_prune(config, args):
     """Delete audit events older than AUDIT_RETENTION_DAYS.
 
-    Only the owner of audit_events may delete from it (docs/security.md): run this with the
-    owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
+    Only the owner of audit_events may delete from it (docs/security.md): run this with
+    the owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
     DATABASE_URL.
     """
     url = config.migrate_database_url or config.database_url
@@ -181,11 +186,12 @@ def cmd_prune(config, args):
             )
         except psycopg.errors.InsufficientPrivilege:
             sys.exit(
-                'prune: this role may not delete audit events; run it as the owner of audit_events '
-                '(the role migrations run as)'
+                'prune: this role may not delete audit events; run it as the owner of '
+                'audit_events (the role migrations run as)'
             )
     print(
-        f'prune: {cursor.rowcount} audit event(s) older than {config.audit_retention_days} days deleted'
+        f'prune: {cursor.rowcount} audit event(s) older than '
+        f'{config.audit_retention_days} days deleted'
     )
 
 
@@ -204,7 +210,8 @@ def cmd_mailbox(args):
             continue
         shown += 1
         print(
-            f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  ({path.name})'
+            f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  '
+            f'({path.name})'
         )
         for link in outbox.links(message):
             print(f'    {link}')

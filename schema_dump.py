@@ -1,4 +1,5 @@
-"""sql/schema.sql: the schema a fresh migrate produces, as the machine's pg_dump prints it."""
+"""sql/schema.sql: the schema a fresh migrate produces, as the machine's pg_dump
+prints it."""
 
 import os
 import re
@@ -16,10 +17,13 @@ HEADER = """\
 -- migration, regenerate it (a throwaway cluster, migrated from nothing) and commit both:
 --     .venv/bin/python manage.py schema-dump
 -- tests/test_migrations.py fails while this file and a fresh migrate disagree.
-"""
-# pg_dump's own comments start at column 0; no function body of ours has a line that does.
+"""  # noqa: E501 (the header of sql/schema.sql, as it is written there)
+# pg_dump's own comments start at column 0; no function body of ours has a line that
+# does.
 _VARYING = re.compile(
-    r"^(--( .*)?|SET .*|SELECT pg_catalog\.set_config\('search_path'.*|\\(un)?restrict\b.*)$"
+    r'^(--( .*)?|SET .*'
+    r"|SELECT pg_catalog\.set_config\('search_path'.*"
+    r'|\\(un)?restrict\b.*)$'
 )
 
 

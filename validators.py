@@ -116,7 +116,8 @@ def _message(error):
         attribute = path[-1] if path else ''
         if keyword == 'type':
             wanted = _wanted_type(schema)
-            # SPEC 0: a null where an object (or a string) is required counts as missing.
+            # SPEC 0: a null where an object (or a string) is required counts as
+            # missing.
             text = (
                 "can't be blank"
                 if instance is None and wanted != 'boolean'

@@ -1,4 +1,5 @@
-"""Load-test Frontdesk with wrk against a fresh, seeded database (see docs/performance.md).
+"""Load-test Frontdesk with wrk against a fresh, seeded database (see
+docs/performance.md).
 
 Run it through bench/run, which installs what is missing first. Each mode (one module of
 this package) creates its own database on TEST_DATABASE_URL's server, starts gunicorn
@@ -41,7 +42,10 @@ def main():
     parser.add_argument(
         '--avatars',
         action='store_true',
-        help='CPU and peak memory of the costliest accepted avatars; /healthz under upload load',
+        help=(
+            'CPU and peak memory of the costliest accepted avatars; /healthz under '
+            'upload load'
+        ),
     )
     parser.add_argument(
         '--avatar-repeats',
@@ -61,7 +65,10 @@ def main():
     parser.add_argument(
         '--pgbouncer',
         action='store_true',
-        help='GET and PUT profile direct and through PgBouncer (2 gunicorn instances each)',
+        help=(
+            'GET and PUT profile direct and through PgBouncer '
+            '(2 gunicorn instances each)'
+        ),
     )
     parser.add_argument(
         '--instance-workers',

@@ -100,7 +100,8 @@ def avatar_files():
         return Image.frombytes(mode, (size, size), os.urandom(size * size * bands))
 
     def fitting(make, candidates):
-        """The first of ``candidates`` (costliest first) whose file fits AVATAR_MAX_BYTES."""
+        """The first of ``candidates`` (costliest first) whose file fits
+        AVATAR_MAX_BYTES."""
         for candidate in candidates:
             data = make(candidate)
             if len(data) <= avatars_max_bytes:
@@ -161,8 +162,8 @@ def _multipart(data):
     boundary = 'bench-boundary-' + secrets.token_hex(8)
     body = (
         (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="a"\r\n'
-            'Content-Type: application/octet-stream\r\n\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; '
+            'filename="a"\r\nContent-Type: application/octet-stream\r\n\r\n'
         ).encode()
         + data
         + f'\r\n--{boundary}--\r\n'.encode()
@@ -198,7 +199,8 @@ def _upload_loop(base, user, data, stop, results):
 
 
 def healthz_under_uploads(srv, data, seconds, count=AVATAR_CLIENTS):
-    """/healthz latencies (ms), one probe every 20 ms, while ``count`` clients loop on ``data``."""
+    """/healthz latencies (ms), one probe every 20 ms, while ``count`` clients loop
+    on ``data``."""
     import multiprocessing
 
     context = multiprocessing.get_context('fork')
@@ -273,7 +275,8 @@ def run_avatars(args, password_hash):
             }
             rows.append(row)
             print(
-                f'{name:45} {row["kib"]:8.0f} {str(dict(statuses)):>6} {cpu_ms:7.1f} {row["peak_mib"]:8.1f}',
+                f'{name:45} {row["kib"]:8.0f} {str(dict(statuses)):>6} {cpu_ms:7.1f} '
+                f'{row["peak_mib"]:8.1f}',
                 flush=True,
             )
         accepted = [row for row in rows if row['statuses'].get(200)]
@@ -282,7 +285,8 @@ def run_avatars(args, password_hash):
         print('/healthz alone:', flush=True)
         alone = healthz_under_uploads(srv, None, args.avatar_seconds, count=0)[0]
         print(
-            f'  p50 {statistics.median(alone):.1f} ms, p99 {percentile(alone, 0.99):.1f} ms',
+            f'  p50 {statistics.median(alone):.1f} ms, p99 '
+            f'{percentile(alone, 0.99):.1f} ms',
             flush=True,
         )
         probes = {}
@@ -297,22 +301,25 @@ def run_avatars(args, password_hash):
             latencies, statuses = healthz_under_uploads(srv, data, args.avatar_seconds)
             probes[label] = (latencies, statuses)
             print(
-                f'  p50 {statistics.median(latencies):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms, '
+                f'  p50 {statistics.median(latencies):.1f} ms, p99 '
+                f'{percentile(latencies, 0.99):.1f} ms, '
                 f'{len(latencies)} probes; uploads {dict(statuses)}',
                 flush=True,
             )
     load = ', '.join(f'{value:.1f}' for value in os.getloadavg())
     lines = header(args, 'Avatars') + [
-        f'Load average at the end: {load} (on {os.cpu_count()} CPUs: CPU time per request grows with '
-        'contention, and /healthz waits for the CPU as much as for a worker).',
+        f'Load average at the end: {load} (on {os.cpu_count()} CPUs: CPU time per '
+        'request grows with contention, and /healthz waits for the CPU as much as for '
+        'a worker).',
         '',
-        f"Each file uploaded {args.avatar_repeats} times by one client to an idle server; CPU is gunicorn's "
-        '(master and workers, /proc/<pid>/schedstat) per upload, the whole request included, median and '
-        'largest of the uploads; peak is the largest '
-        "worker VmHWM over those uploads (reset before each file with clear_refs), the worker's own "
-        'memory included.',
+        f'Each file uploaded {args.avatar_repeats} times by one client to an idle '
+        "server; CPU is gunicorn's (master and workers, /proc/<pid>/schedstat) per "
+        'upload, the whole request included, median and largest of the uploads; peak '
+        'is the largest worker VmHWM over those uploads (reset before each file with '
+        "clear_refs), the worker's own memory included.",
         '',
-        '| file | size KiB | answers | CPU ms per upload (median) | largest | peak worker MiB |',
+        '| file | size KiB | answers | CPU ms per upload (median) | largest '
+        '| peak worker MiB |',
         '|---|---:|---|---:|---:|---:|',
     ]
     for row in rows:
@@ -320,28 +327,30 @@ def run_avatars(args, password_hash):
             f'{code}×{n}' for code, n in sorted(row['statuses'].items())
         )
         lines.append(
-            f'| {row["name"]} | {row["kib"]:,.0f} | {answers} | {row["cpu_ms"]:.0f} | {row["cpu_max_ms"]:.0f} '
-            f'| {row["peak_mib"]:.0f} |'
+            f'| {row["name"]} | {row["kib"]:,.0f} | {answers} | {row["cpu_ms"]:.0f} | '
+            f'{row["cpu_max_ms"]:.0f} | {row["peak_mib"]:.0f} |'
         )
     review_p99 = percentile(probes[REVIEW_PNG][0], 0.99)
     lines += [
         '',
-        f'- Worst accepted upload: {worst_cpu["name"]}, {worst_cpu["cpu_ms"]:.0f} ms of CPU (median); target < '
-        f'{AVATAR_CPU_MS} ms: {verdict(worst_cpu["cpu_ms"] < AVATAR_CPU_MS)}',
-        f'- Peak worker memory over every accepted file: {worst_memory:.0f} MiB; target < {AVATAR_PEAK_MIB} MiB: '
-        f'{verdict(worst_memory < AVATAR_PEAK_MIB)}',
+        f'- Worst accepted upload: {worst_cpu["name"]}, {worst_cpu["cpu_ms"]:.0f} ms '
+        f'of CPU (median); target < {AVATAR_CPU_MS} ms: '
+        f'{verdict(worst_cpu["cpu_ms"] < AVATAR_CPU_MS)}',
+        f'- Peak worker memory over every accepted file: {worst_memory:.0f} MiB; '
+        f'target < {AVATAR_PEAK_MIB} MiB: {verdict(worst_memory < AVATAR_PEAK_MIB)}',
     ]
     lines.append(
         f'- /healthz alone, the same probes with no uploads ({len(alone)} probes): p50 '
-        f'{statistics.median(alone):.1f} ms, p99 {percentile(alone, 0.99):.1f} ms: what the machine gives'
+        f'{statistics.median(alone):.1f} ms, p99 {percentile(alone, 0.99):.1f} ms: '
+        'what the machine gives'
     )
     for label, (latencies, statuses) in probes.items():
         p99 = percentile(latencies, 0.99)
         answers = ', '.join(f'{code}×{n}' for code, n in sorted(statuses.items()))
         lines.append(
-            f'- /healthz while {AVATAR_CLIENTS} clients upload {label} in a loop ({args.avatar_seconds} s, '
-            f'{len(latencies)} probes, uploads answered {answers}): p50 {statistics.median(latencies):.1f} ms, '
-            f'p99 {p99:.1f} ms'
+            f'- /healthz while {AVATAR_CLIENTS} clients upload {label} in a loop '
+            f'({args.avatar_seconds} s, {len(latencies)} probes, uploads answered '
+            f'{answers}): p50 {statistics.median(latencies):.1f} ms, p99 {p99:.1f} ms'
             + (
                 f'; target < {AVATAR_HEALTHZ_P99_MS} ms: '
                 f'{verdict(p99 < AVATAR_HEALTHZ_P99_MS)}'

@@ -58,16 +58,18 @@ BCRYPT_ENDPOINTS = {
 # the user's, so sign-ins during the run never push it out (MAX_TOKENS_PER_USER), and
 # its last_used_at lies ahead, so the benchmark measures the read path: in service the
 # token touch is one UPDATE per token per 10 minutes.
+# The long SQL lines keep their noqa: E501 rather than a rewrap, which would change the
+# strings sent to PostgreSQL.
 SEED = [
     """INSERT INTO accounts (id, name) OVERRIDING SYSTEM VALUE
-       SELECT i, 'Bench account ' || i FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",
+       SELECT i, 'Bench account ' || i FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",  # noqa: E501
     """INSERT INTO users (id, name, email, encrypted_password, confirmed_at, access_token)
        OVERRIDING SYSTEM VALUE
        SELECT i, 'Bench user ' || i, 'user' || i || '@bench.test', %(hash)s, now(),
               'bench-access-token-' || lpad(i::text, 16, '0')
-         FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",
+         FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",  # noqa: E501
     """INSERT INTO account_users (account_id, user_id, role)
-       SELECT i, i, 'administrator' FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",
+       SELECT i, i, 'administrator' FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS i""",  # noqa: E501
     """INSERT INTO user_tokens (user_id, client, token_digest, expires_at, last_used_at)
        SELECT i, 'client-' || i, sha256(convert_to('bench-token-' || i, 'UTF8')),
               now() + interval '10 years', now() + interval '1 day'
@@ -125,7 +127,8 @@ def process_cpu(proc):
 class Server:
     def __init__(self, proc, base, access_log, dbname):
         self.proc, self.base, self.access_log = proc, base, access_log
-        # PostgreSQL backends show it in their title: "postgres: user dbname host(port) state".
+        # PostgreSQL backends show it in their title: "postgres: user dbname host(port)
+        # state".
         self.dbname = b' ' + dbname.encode() + b' '
 
     def workers(self):
@@ -171,8 +174,9 @@ class Server:
         return max(peaks)
 
     def cpu_ns(self):
-        """gunicorn's (master + workers) time on a CPU in ns, from /proc/<pid>/schedstat:
-        nanosecond resolution, where /proc/<pid>/stat counts 10 ms ticks."""
+        """gunicorn's (master + workers) time on a CPU in ns, from
+        /proc/<pid>/schedstat: nanosecond resolution, where /proc/<pid>/stat counts
+        10 ms ticks."""
         total = 0
         for pid in [self.proc.pid, *self.workers()]:
             with contextlib.suppress(OSError):
@@ -182,7 +186,8 @@ class Server:
         return total
 
     def cpu_seconds(self):
-        """(gunicorn master + workers, this database's PostgreSQL backends) CPU seconds."""
+        """(gunicorn master + workers, this database's PostgreSQL backends) CPU
+        seconds."""
         app = pg = 0.0
         workers = set(self.workers()) | {self.proc.pid}
         for proc in pathlib.Path('/proc').glob('[0-9]*'):
@@ -222,8 +227,9 @@ def get(url, timeout=5):
 
 @contextlib.contextmanager
 def server(url, args, extra_env=None, name=''):
-    """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off; ``extra_env``
-    adds variables, ``name`` tells the access logs of several at once apart."""
+    """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off;
+    ``extra_env`` adds variables, ``name`` tells the access logs of several at once
+    apart."""
     RESULTS.mkdir(exist_ok=True)
     # The app writes its access lines (status=...) to gunicorn's output: one file per
     # server, so several at once (--pgbouncer) are told apart.
@@ -347,14 +353,16 @@ def wrk(srv, args, endpoint, users, duration):
         'non2xx': numbers['status'],
         'socket_errors': socket_errors,
         'bad_statuses': bad,
-        # CPU per request, in microseconds: the figure least moved by other load on the machine.
+        # CPU per request, in microseconds: the figure least moved by other load on the
+        # machine.
         'app_us': app_cpu / max(numbers['requests'], 1) * 1e6,
         'pg_us': pg_cpu / max(numbers['requests'], 1) * 1e6,
         'wrk_cpu': wrk_cpu / (numbers['duration_us'] / 1e6),
     }
     print(
-        f'  {endpoint:12} {result["rps"]:8.1f} req/s  p50 {result["p50"]:6.1f} ms  p99 {result["p99"]:7.1f} ms'
-        f'  CPU/req app {result["app_us"]:6.0f} + pg {result["pg_us"]:5.0f} us  wrk {result["wrk_cpu"]:4.0%}'
+        f'  {endpoint:12} {result["rps"]:8.1f} req/s  p50 {result["p50"]:6.1f} ms  p99 '
+        f'{result["p99"]:7.1f} ms  CPU/req app {result["app_us"]:6.0f} + pg '
+        f'{result["pg_us"]:5.0f} us  wrk {result["wrk_cpu"]:4.0%}'
         f'  non-2xx {result["non2xx"]}  socket errors {socket_errors}  {bad or ""}',
         flush=True,
     )
@@ -434,16 +442,17 @@ def errors_cell(row):
 def table(rows):
     """Markdown table of summarised rows: [(name, row, target text, ok or None)]."""
     lines = [
-        '| endpoint | req/s | p50 ms | p99 ms | × healthz | CPU µs/req app + pg | non-2xx / socket errors '
-        '| target | result |',
+        '| endpoint | req/s | p50 ms | p99 ms | × healthz | CPU µs/req app + pg | '
+        'non-2xx / socket errors | target | result |',
         '|---|---:|---:|---:|---:|---:|---|---|---|',
     ]
     for name, row, target, ok in rows:
         ratio = f'{row["ratio"]:.2f}' if 'ratio' in row else '1'
         result = '' if ok is None else verdict(ok)
         lines.append(
-            f'| {LABELS[name]} | {row["rps"]:,.0f} | {row["p50"]:.1f} | {row["p99"]:.1f} | {ratio} '
-            f'| {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} | {errors_cell(row)} | {target} | {result} |'
+            f'| {LABELS[name]} | {row["rps"]:,.0f} | {row["p50"]:.1f} | '
+            f'{row["p99"]:.1f} | {ratio} | {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} '
+            f'| {errors_cell(row)} | {target} | {result} |'
         )
     return lines
 

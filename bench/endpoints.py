@@ -116,9 +116,11 @@ def run_endpoints(args, password_hash):
         + table(rows)
         + [
             '',
-            f'- Workers ({len(rss_after)}): RSS {rss_line(rss_before)} after warm-up, {rss_line(rss_after)} after '
-            f'{served:,} more requests; target ≤ {RSS_LIMIT_MB} MB: {verdict(worst <= RSS_LIMIT_MB)}',
-            f'- Sign-in and sign-up hash with bcrypt cost {args.bcrypt_rounds} (BCRYPT_ROUNDS).',
+            f'- Workers ({len(rss_after)}): RSS {rss_line(rss_before)} after warm-up, '
+            f'{rss_line(rss_after)} after {served:,} more requests; target ≤ '
+            f'{RSS_LIMIT_MB} MB: {verdict(worst <= RSS_LIMIT_MB)}',
+            f'- Sign-in and sign-up hash with bcrypt cost {args.bcrypt_rounds} '
+            '(BCRYPT_ROUNDS).',
         ]
     )
     for name, answer in probes.items():

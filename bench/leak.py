@@ -20,8 +20,9 @@ def run_leak(args, password_hash):
             rate = runs[-1]['rps'] if runs else 1000
             before = srv.rss_mb()
             print(f'GET profile until {args.leak_requests:,} responses:', flush=True)
-            # wrk cannot stop at a count (a thread stopped from Lua leaves its connections
-            # open until -d ends), so run it in chunks sized from the rate so far.
+            # wrk cannot stop at a count (a thread stopped from Lua leaves its
+            # connections open until -d ends), so run it in chunks sized from the rate
+            # so far.
             runs = []
             while sum(run['requests'] for run in runs) < args.leak_requests:
                 left = args.leak_requests - sum(run['requests'] for run in runs)
@@ -54,9 +55,12 @@ def run_leak(args, password_hash):
         )
     lines += [
         '',
-        f'- {requests:,} GET /api/v1/profile requests in {len(runs)} wrk run(s), {requests / seconds:,.0f} req/s; '
-        f'non-2xx / socket errors {non2xx} / {socket_errors}.',
-        f'- RSS ≤ {RSS_LIMIT_MB} MB: {verdict(max(after.values(), default=0) <= RSS_LIMIT_MB)}; '
-        f'flat (no worker grew by more than {RSS_FLAT_MB} MB): {verdict(growth <= RSS_FLAT_MB)}',
+        f'- {requests:,} GET /api/v1/profile requests in {len(runs)} wrk run(s), '
+        f'{requests / seconds:,.0f} req/s; non-2xx / socket errors {non2xx} / '
+        f'{socket_errors}.',
+        f'- RSS ≤ {RSS_LIMIT_MB} MB: '
+        f'{verdict(max(after.values(), default=0) <= RSS_LIMIT_MB)}; '
+        f'flat (no worker grew by more than {RSS_FLAT_MB} MB): '
+        f'{verdict(growth <= RSS_FLAT_MB)}',
     ]
     return lines

@@ -109,9 +109,10 @@ def wrk_instances(servers, args, endpoint, users, duration, bouncer):
         'bouncer_us': bouncer_us / max(requests, 1) * 1e6,
     }
     print(
-        f'  {endpoint:12} {"via pgbouncer" if bouncer else "":13} {result["rps"]:8.1f} req/s'
-        f'  p50 {result["p50"]:6.1f} ms  p99 {result["p99"]:7.1f} ms  CPU/req app {result["app_us"]:5.0f}'
-        f' + pg {result["pg_us"]:4.0f} + pgbouncer {result["bouncer_us"]:4.0f} us  non-2xx {result["non2xx"]}'
+        f'  {endpoint:12} {"via pgbouncer" if bouncer else "":13} {result["rps"]:8.1f} '
+        f'req/s  p50 {result["p50"]:6.1f} ms  p99 {result["p99"]:7.1f} ms  CPU/req app '
+        f'{result["app_us"]:5.0f} + pg {result["pg_us"]:4.0f} + pgbouncer '
+        f'{result["bouncer_us"]:4.0f} us  non-2xx {result["non2xx"]}'
         f'  socket errors {result["socket_errors"]}  {bad or ""}',
         flush=True,
     )
@@ -147,7 +148,8 @@ def round_trips(routes, users, iterations=2000, repeats=5):
                 )
         results[route] = (best_cpu, best_wall)
         print(
-            f'  round trip {route:18} client CPU {best_cpu:5.0f} us  wall {best_wall:5.0f} us',
+            f'  round trip {route:18} client CPU {best_cpu:5.0f} us  wall '
+            f'{best_wall:5.0f} us',
             flush=True,
         )
     return results
@@ -223,11 +225,14 @@ def run_pgbouncer(args, password_hash):
             for route in routes
         ]
     lines = header(args, f'Direct and through PgBouncer ({args.users:,} users)') + [
-        f'2 gunicorn instances of {workers} sync workers per route, wrk split between them; routes: direct '
-        '(prepared statements on, the default), direct-unprepared (DB_PREPARED_STATEMENTS=off), pgbouncer '
-        '(PgBouncer 1.18, transaction mode, deploy/pgbouncer.ini; DB_PREPARED_STATEMENTS=off).',
+        f'2 gunicorn instances of {workers} sync workers per route, wrk split between '
+        'them; routes: direct (prepared statements on, the default), '
+        'direct-unprepared (DB_PREPARED_STATEMENTS=off), pgbouncer '
+        '(PgBouncer 1.18, transaction mode, deploy/pgbouncer.ini; '
+        'DB_PREPARED_STATEMENTS=off).',
         '',
-        '| endpoint | route | req/s | p50 ms | p99 ms | CPU µs/req app + pg + pgbouncer | non-2xx / socket errors '
+        '| endpoint | route | req/s | p50 ms | p99 ms '
+        '| CPU µs/req app + pg + pgbouncer | non-2xx / socket errors '
         '| req/s / direct (median of rounds) |',
         '|---|---|---:|---:|---:|---:|---|---:|',
     ]
@@ -267,30 +272,33 @@ def run_pgbouncer(args, password_hash):
         for route, row in rows.items():
             ratio = row['ratio']
             lines.append(
-                f'| {LABELS[name]} | {route} | {row["rps"]:,.0f} | {row["p50"]:.1f} | {row["p99"]:.1f} '
-                f'| {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} + {row["bouncer_us"]:,.0f} '
-                f'| {errors_cell(row)} | {ratio:.2f} |'
+                f'| {LABELS[name]} | {route} | {row["rps"]:,.0f} | {row["p50"]:.1f} | '
+                f'{row["p99"]:.1f} | {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} + '
+                f'{row["bouncer_us"]:,.0f} | {errors_cell(row)} | {ratio:.2f} |'
             )
         total = {
             route: row['app_us'] + row['pg_us'] + row['bouncer_us']
             for route, row in rows.items()
         }
         costs.append(
-            f'- {LABELS[name]}: pooled / direct req/s {rows["pgbouncer"]["ratio"]:.2f}. '
+            f'- {LABELS[name]}: pooled / direct req/s '
+            f'{rows["pgbouncer"]["ratio"]:.2f}. '
             f'CPU per request, all processes: {total["direct"]:,.0f} µs direct, '
             f'{total["direct-unprepared"]:,.0f} µs direct without prepared statements, '
-            f"{total['pgbouncer']:,.0f} µs through PgBouncer; so the pooler's hop costs "
-            f"{total['pgbouncer'] - total['direct-unprepared']:+,.0f} µs (PgBouncer's own process "
-            f'{rows["pgbouncer"]["bouncer_us"]:,.0f}) and unprepared statements '
+            f"{total['pgbouncer']:,.0f} µs through PgBouncer; so the pooler's hop "
+            f'costs {total["pgbouncer"] - total["direct-unprepared"]:+,.0f} µs '
+            f"(PgBouncer's own process {rows['pgbouncer']['bouncer_us']:,.0f}) "
+            'and unprepared statements '
             f'{total["direct-unprepared"] - total["direct"]:+,.0f} µs; median latency '
-            f'{rows["pgbouncer"]["p50"] - rows["direct"]["p50"]:+.2f} ms pooled against direct.'
+            f'{rows["pgbouncer"]["p50"] - rows["direct"]["p50"]:+.2f} ms pooled '
+            'against direct.'
         )
     lines += [
         '',
         *costs,
         '',
-        "GET profile's one statement (`auth.user_for_token` with the user JSON) from one "
-        'process without HTTP, best of 5 x 2,000:',
+        "GET profile's one statement (`auth.user_for_token` with the user JSON) from "
+        'one process without HTTP, best of 5 x 2,000:',
         '',
         '| route | client CPU µs | wall µs per statement |',
         '|---|---:|---:|',

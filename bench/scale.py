@@ -50,22 +50,25 @@ def run_scale(args, password_hash):
     speed = large['profile']['rps'] / small['profile']['rps']
     normalised = large['profile']['ratio'] / small['profile']['ratio']
     lines = header(args, 'Scale: GET /api/v1/profile') + [
-        '| users in the database | database size | seeding s | healthz req/s | GET profile req/s | p50 ms | p99 ms '
-        '| × healthz | CPU µs/req app + pg | non-2xx / socket errors |',
+        '| users in the database | database size | seeding s | healthz req/s '
+        '| GET profile req/s | p50 ms | p99 ms | × healthz | CPU µs/req app + pg '
+        '| non-2xx / socket errors |',
         '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
     ]
     for stage in stages:
         row = stage['profile']
         lines.append(
-            f'| {stage["users"]:,} | {stage["size"]} | {stage["seeded"]:.1f} | {stage["healthz"]["rps"]:,.0f} '
-            f'| {row["rps"]:,.0f} | {row["p50"]:.1f} | {row["p99"]:.1f} | {row["ratio"]:.2f} '
-            f'| {row["app_us"]:,.0f} + {row["pg_us"]:,.0f} | {errors_cell(row)} |'
+            f'| {stage["users"]:,} | {stage["size"]} | {stage["seeded"]:.1f} | '
+            f'{stage["healthz"]["rps"]:,.0f} | {row["rps"]:,.0f} | {row["p50"]:.1f} | '
+            f'{row["p99"]:.1f} | {row["ratio"]:.2f} | {row["app_us"]:,.0f} + '
+            f'{row["pg_us"]:,.0f} | {errors_cell(row)} |'
         )
     seq_scans = [text for text in explain if 'Seq Scan' in text]
     lines += [
         '',
-        f'- {large["users"]:,} / {small["users"]:,} users: GET profile req/s ratio {speed:.2f}, '
-        f'× healthz ratio {normalised:.2f}; target ≥ {SCALE_TARGET}: {verdict(speed >= SCALE_TARGET)}',
+        f'- {large["users"]:,} / {small["users"]:,} users: GET profile req/s ratio '
+        f'{speed:.2f}, × healthz ratio {normalised:.2f}; target ≥ {SCALE_TARGET}: '
+        f'{verdict(speed >= SCALE_TARGET)}',
         f'- Hot queries at {large["users"]:,} users: '
         + (
             'every lookup uses an index'
@@ -81,10 +84,11 @@ def run_scale(args, password_hash):
 
 
 def explain_hot_queries(url, users):
-    """EXPLAIN (ANALYZE, BUFFERS) of the auth lookup and of user_json(), plus the plans
-    of the statements inside user_json() (plpgsql), which EXPLAIN does not show:
-    auto_explain with log_nested_statements sends those to this session as LOG messages.
-    Each query runs once first, so the plans are those of a warm session, as in a worker."""
+    """EXPLAIN (ANALYZE, BUFFERS) of the auth lookup and of user_json(), plus the
+    plans of the statements inside user_json() (plpgsql), which EXPLAIN does not
+    show: auto_explain with log_nested_statements sends those to this session as LOG
+    messages. Each query runs once first, so the plans are those of a warm session,
+    as in a worker."""
     queries = db.load_queries()
     i = secrets.randbelow(users) + 1
     auth = {

@@ -49,12 +49,13 @@ webtest.TestApp.do_request = _checked_do_request
 
 @pytest.fixture(scope='session')
 def direct_database_url():
-    """The session's database on the tests' PostgreSQL, migrated over a direct connection."""
+    """The session's database on the tests' PostgreSQL, migrated over a direct
+    connection."""
     with new_database() as url:
         yield url
 
 
-# --- issue 14: the suite through PgBouncer in transaction mode ---------------------------
+# --- issue 14: the suite through PgBouncer in transaction mode ------------------------
 # With FRONTDESK_VIA_PGBOUNCER=1 (VIA_PGBOUNCER, tests/support/database.py).
 
 
@@ -75,7 +76,7 @@ def database_url(request, direct_database_url):
     return request.getfixturevalue('pgbouncer').url(dbname)
 
 
-# --- end issue 14 ---------------------------------------------------------------------------
+# --- end issue 14 ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope='session')

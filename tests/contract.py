@@ -1,8 +1,8 @@
 """Check a response against /api/v1/openapi.json: the hook behind every test request.
 
 conftest.py routes every WebTest request, and tests/support/servers.py every ``http()``
-answer, through ``check()``, so the whole suite keeps the document honest. A path no operation
-matches (a route a test added, /avatars/... served by nginx) is not checked; a
+answer, through ``check()``, so the whole suite keeps the document honest. A path no
+operation matches (a route a test added, /avatars/... served by nginx) is not checked; a
 documented path with an undocumented status, header or body fails the test.
 """
 
@@ -154,7 +154,8 @@ def check(method, path, request_headers, status, headers, body):
 
 
 def _check_token_echo(where, operation, response, request_headers, status, headers):
-    """SPEC 3: token-header requests get their token echoed; api_access_token ones do not."""
+    """SPEC 3: token-header requests get their token echoed; api_access_token ones do
+    not."""
     if (
         not 200 <= status < 300
         or 'access-token' not in response.get('headers', {})

@@ -1,4 +1,5 @@
-"""Real nginx running deploy/nginx.conf for the tests (test_nginx, test_smoke, test_two_instances)."""
+"""Real nginx running deploy/nginx.conf for the tests (test_nginx, test_smoke,
+test_two_instances)."""
 
 import contextlib
 from http.client import HTTPConnection
@@ -140,7 +141,8 @@ def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
 
 
 def read_log(path, containing=None, timeout=5.0):
-    """The log so far; with ``containing``, wait until it shows up (logs lag replies)."""
+    """The log so far; with ``containing``, wait until it shows up (logs lag
+    replies)."""
     deadline = time.monotonic() + timeout
     while True:
         text = path.read_text(errors='replace')

@@ -59,7 +59,8 @@ def config_text(server, port, home, extra=None):
         found += count
     if found != len(settings) + 1:
         raise RuntimeError(
-            f'{DEPLOY_INI} no longer has one line for each of: frontdesk, {", ".join(settings)}'
+            f'{DEPLOY_INI} no longer has one line for each of: frontdesk, '
+            f'{", ".join(settings)}'
         )
     return text + ''.join(f'{key} = {value}\n' for key, value in (extra or {}).items())
 

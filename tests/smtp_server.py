@@ -1,4 +1,5 @@
-"""A real SMTP server (aiosmtpd) in the test process, and ways to run deliver-mail at it."""
+"""A real SMTP server (aiosmtpd) in the test process, and ways to run deliver-mail at
+it."""
 
 import asyncio
 import contextlib
@@ -48,8 +49,9 @@ class Received:
 class Inbox:
     """An aiosmtpd handler that keeps every message it accepts.
 
-    ``refuse`` maps a recipient to the reply its RCPT TO gets. With ``hold`` = n, the first
-    n messages wait in DATA until all n have arrived: n senders must be mid-send at once.
+    ``refuse`` maps a recipient to the reply its RCPT TO gets. With ``hold`` = n, the
+    first n messages wait in DATA until all n have arrived: n senders must be mid-send
+    at once.
     """
 
     def __init__(self, port):
@@ -102,7 +104,8 @@ SMTP_LOGIN = ('mailer', 'mail secret 1')
 
 
 def self_signed_certificate(directory):
-    """A throwaway certificate for localhost and 127.0.0.1; returns (cert, key) paths."""
+    """A throwaway certificate for localhost and 127.0.0.1; returns (cert, key)
+    paths."""
     cert, key = directory / 'smtp.crt', directory / 'smtp.key'
     subprocess.run(
         [
@@ -146,7 +149,8 @@ def tls_smtp_server(cert, key, implicit=False):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     inbox = Inbox(free_port())
-    # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is TLS too.
+    # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is TLS
+    # too.
     tls = (
         {'ssl_context': context, 'auth_require_tls': False}
         if implicit
@@ -182,7 +186,8 @@ def deliver(base_env, port, **extra):
 
 
 def deliver_mail_command(base_env, port, once=True, **extra):
-    """The real ``python manage.py deliver-mail`` as a child process (not waited for)."""
+    """The real ``python manage.py deliver-mail`` as a child process (not waited
+    for)."""
     args = [sys.executable, 'manage.py', 'deliver-mail'] + (['--once'] if once else [])
     return subprocess.Popen(
         args,

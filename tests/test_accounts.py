@@ -1,4 +1,5 @@
-"""/api/v1/accounts/{account_id}, cache_keys and update_active_at (SPEC 4.2-4.5, 3.2)."""
+"""/api/v1/accounts/{account_id}, cache_keys and update_active_at (SPEC 4.2-4.5,
+3.2)."""
 
 import pytest
 
@@ -168,7 +169,8 @@ def test_onboarding_step_moves_from_account_update_to_invite_team(testapp, admin
         not in account_row(conn, admin.account_id)['custom_attributes']
     )
     conn.execute(
-        'UPDATE accounts SET custom_attributes = \'{"onboarding_step": "account_update"}\' WHERE id = %s',
+        'UPDATE accounts SET custom_attributes = \'{"onboarding_step": '
+        '"account_update"}\' WHERE id = %s',
         (admin.account_id,),
     )
     resp = testapp.put_json(url, {'name': 'y'}, headers=admin.headers, status=200)
@@ -192,7 +194,8 @@ def test_every_failing_field_is_reported_together_and_nothing_is_written(
         f'/api/v1/accounts/{admin.account_id}', body, headers=admin.headers, status=422
     )
     assert resp.json == {
-        'message': 'Name is too long (maximum is 255 characters), Locale is not included in the list, '
+        'message': 'Name is too long (maximum is 255 characters), '
+        'Locale is not included in the list, '
         'Domain is too long (maximum is 100 characters), Support email is invalid, '
         'Auto resolve duration must be less than or equal to 999, Timezone is invalid, '
         'Industry must be a string',
@@ -298,7 +301,8 @@ def test_update_active_at_refuses_strangers_and_anonymous(
     assert testapp.post(url, status=401).json == UNAUTHENTICATED
     assert testapp.post(url, headers=stranger.headers, status=404).json == NOT_FOUND
     stamped = conn.execute(
-        'SELECT count(*) AS n FROM account_users WHERE account_id = %s AND active_at IS NOT NULL',
+        'SELECT count(*) AS n FROM account_users WHERE account_id = %s'
+        ' AND active_at IS NOT NULL',
         (admin.account_id,),
     ).fetchone()['n']
     assert stamped == 0

@@ -1,4 +1,5 @@
-"""Avatar upload (multipart profile[avatar]) and DELETE /api/v1/profile/avatar (SPEC 5.5, 8)."""
+"""Avatar upload (multipart profile[avatar]) and DELETE /api/v1/profile/avatar (SPEC
+5.5, 8)."""
 
 import io
 import os
@@ -367,9 +368,13 @@ def test_a_photo_of_several_megabytes_through_real_gunicorn(
     boundary = 'frontdesk-test-boundary'
     body = (
         (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[name]"\r\n\r\nBig Photo\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="big.png"\r\n'
-            f'Content-Type: image/png\r\n\r\n'
+            f'--{boundary}\r\n'
+            'Content-Disposition: form-data; name="profile[name]"\r\n\r\n'
+            'Big Photo\r\n'
+            f'--{boundary}\r\n'
+            'Content-Disposition: form-data; name="profile[avatar]"; '
+            'filename="big.png"\r\n'
+            'Content-Type: image/png\r\n\r\n'
         ).encode()
         + photo
         + f'\r\n--{boundary}--\r\n'.encode()
@@ -391,7 +396,8 @@ def test_a_photo_of_several_megabytes_through_real_gunicorn(
         assert stored.size == (512, 512)
 
 
-# Issue 10: decoding costs bounded before it starts (services/avatars.py, docs/performance.md).
+# Issue 10: decoding costs bounded before it starts (services/avatars.py,
+# docs/performance.md).
 
 
 def solid(size, mode='RGB'):

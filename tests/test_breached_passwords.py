@@ -1,4 +1,5 @@
-"""BREACHED_PASSWORD_CHECK=hibp against a local fake of the k-anonymity range API (SPEC 15)."""
+"""BREACHED_PASSWORD_CHECK=hibp against a local fake of the k-anonymity range API
+(SPEC 15)."""
 
 import contextlib
 import hashlib

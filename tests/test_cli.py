@@ -1,4 +1,5 @@
-"""manage.py: migrate, create-user, touch-cache-key, disable-mfa, run as an operator would."""
+"""manage.py: migrate, create-user, touch-cache-key, disable-mfa, run as an operator
+would."""
 
 import json
 import os
@@ -131,7 +132,8 @@ def test_create_user_refuses_bad_input_with_a_message(base_env, make_user):
 
 
 def test_create_user_applies_only_the_length_rule_and_the_address_syntax(base_env):
-    # SPEC 15: an operator's password is not checked against the common list or the name.
+    # SPEC 15: an operator's password is not checked against the common list or the
+    # name.
     done = manage(
         base_env,
         'create-user',

@@ -69,7 +69,8 @@ def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(
     service, make_user, conn, round_
 ):
     user = make_user()
-    # A costlier hash widens the window between a sign-in's password check and its token.
+    # A costlier hash widens the window between a sign-in's password check and its
+    # token.
     conn.execute(
         'UPDATE users SET encrypted_password = %s WHERE id = %s',
         (passwords.hash_password(PASSWORD, 9), user.id),
@@ -99,7 +100,8 @@ def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(
     answers = in_parallel(10, act)
     assert answers[0].status == 200
     assert {answer.status for answer in answers[1:]} <= {200, 401}
-    # Whatever order things happened in, no session opened with the old password survives.
+    # Whatever order things happened in, no session opened with the old password
+    # survives.
     for answer in answers[1:]:
         if answer.status == 200:
             assert (

@@ -30,7 +30,8 @@ def cluster():
 
 @pytest.fixture(scope='module', params=['direct', 'pgbouncer'])
 def route(request, cluster):
-    """How gunicorn reaches the cluster: directly, or through PgBouncer (``bouncer``)."""
+    """How gunicorn reaches the cluster: directly, or through PgBouncer
+    (``bouncer``)."""
     if request.param == 'direct':
         yield SimpleNamespace(url=cluster.url(), env={}, bouncer=None)
         return

@@ -47,7 +47,8 @@ PART = {
 
 
 def module_name(path, root):
-    """``services/audit.py`` -> ``services.audit``; ``gunicorn.conf.py`` -> ``gunicorn.conf``."""
+    """``services/audit.py`` -> ``services.audit``; ``gunicorn.conf.py`` ->
+    ``gunicorn.conf``."""
     parts = path.relative_to(root).parts
     if len(parts) == 1:
         return path.stem
@@ -60,7 +61,8 @@ def top(module):
 
 
 def imported_modules(path, module, project):
-    """``(line, module)`` of every project module ``path`` imports (``from m import name``: m)."""
+    """``(line, module)`` of every project module ``path`` imports (``from m import
+    name``: m)."""
     package = (
         module.split('.') if path.name == '__init__.py' else module.split('.')[:-1]
     )
@@ -81,7 +83,8 @@ def imported_modules(path, module, project):
             continue
         for name in names:
             parts = name.split('.')
-            # The longest prefix that is a project module: a module, or the package it is in.
+            # The longest prefix that is a project module: a module, or the package it
+            # is in.
             found = next(
                 (
                     '.'.join(parts[:end])
@@ -101,7 +104,8 @@ def violations(root=db.ROOT):
         where = str(path.relative_to(root))
         if top(module) not in RANK:
             found.append(
-                f'{where}: in no layer (add {top(module)!r} to LAYERS in tests/test_layers.py)'
+                f'{where}: in no layer (add {top(module)!r} to LAYERS in '
+                'tests/test_layers.py)'
             )
             continue
         if module.startswith('services.') and module not in PART:
@@ -151,8 +155,10 @@ def test_a_wrong_way_import_is_named(tmp_path):
         (tmp_path / name).write_text(text)
     assert violations(tmp_path) == [
         'db.py:1 imports app, of a higher layer (the face)',
-        'services/addresses.py:1 imports middleware.validation: services never imports middleware',
-        'services/sessions.py:2 imports services.profiles: credentials never imports accounts',
+        'services/addresses.py:1 imports middleware.validation: '
+        'services never imports middleware',
+        'services/sessions.py:2 imports services.profiles: '
+        'credentials never imports accounts',
         'services/stray.py: in no part of services.PARTS',
     ]
 

@@ -9,7 +9,10 @@ from logs import escape
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 
-FORGED = '/api/v1/x%0a2026-01-01T00:00:00.000Z%20INFO%20frontdesk.access%20forged%09%5c%c2%85'
+FORGED = (
+    '/api/v1/x%0a2026-01-01T00:00:00.000Z%20INFO%20frontdesk.access'
+    '%20forged%09%5c%c2%85'
+)
 
 
 def test_escape_leaves_no_control_character_backslash_or_space():
@@ -68,8 +71,8 @@ def test_access_lines_carry_time_client_ip_and_escaped_path_in_one_format(
         assert re.fullmatch(
             stamp
             + r' INFO frontdesk\.access access client_ip=203\.0\.113\.9 method=GET '
-            r'path=/api/v1/x\\n2026\S*\\t\\\\\\x85 status=404 duration_ms=\d+\.\d request_id='
-            + request_id,
+            r'path=/api/v1/x\\n2026\S*\\t\\\\\\x85 status=404 '
+            r'duration_ms=\d+\.\d request_id=' + request_id,
             access[0],
         ), access[0]
 

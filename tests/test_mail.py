@@ -1,4 +1,5 @@
-"""The outbox worker, ``manage.py deliver-mail``, against a real SMTP server (aiosmtpd)."""
+"""The outbox worker, ``manage.py deliver-mail``, against a real SMTP server
+(aiosmtpd)."""
 
 import hashlib
 import signal
@@ -46,8 +47,8 @@ def enqueue(conn, queries, address, body='Hello'):
 
 def outbox_row(conn, mail_id):
     return conn.execute(
-        'SELECT status, attempts, last_error, message_id, sent_at, text_body, html_body,'
-        ' EXTRACT(epoch FROM next_attempt_at - now()) AS wait'
+        'SELECT status, attempts, last_error, message_id, sent_at, text_body, '
+        'html_body, EXTRACT(epoch FROM next_attempt_at - now()) AS wait'
         ' FROM mail_outbox WHERE id = %s',
         (mail_id,),
     ).fetchone()
@@ -272,7 +273,7 @@ def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
 
 
-# --- SMTP over TLS (issue 10) ------------------------------------------------------------
+# --- SMTP over TLS (issue 10) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""Migrations never change once on main (issue 17): pinned checksums, manage.py migrate's
-refusal and --status, sql/schema.sql, and an upgrade from the oldest supported level."""
+"""Migrations never change once on main (issue 17): pinned checksums, manage.py
+migrate's refusal and --status, sql/schema.sql, and an upgrade from the oldest
+supported level."""
 
 import contextlib
 import difflib
@@ -22,16 +23,16 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 import tokens
 
-# The sha256 of every migration on main. A migration on main never changes: a fix is a new
-# file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
+# The sha256 of every migration on main. A migration on main never changes: a fix is a
+# new file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
 PINNED = {
-    '0001_initial.sql': 'bddad73d8054fe643ea3ab2cda5dc80b5b7ea2cecec72dfed32ff3e8956fb627',
-    '0002_email_checks_independent_of_locale.sql': '848fd1451a2bc7cb8dce7e4c28f62f316837e19e2beffdc1caae16c95baa46f1',
-    '0003_user_json_of_a_row.sql': '3dec058a058c73f446f4e931fff19abe34aa55176606951d2accc8a57c70990f',
-    '0004_client_fields.sql': 'eb36e41134e2651452a5091716b505bfe0dc175303caa370233c76b68d5db013',
-    '0005_credential_lifecycle.sql': '61cf92c6759440c4a1a2fcaf1babd3b489a1ffb1487dbbe375a9bd8f72b96e62',
-    '0006_ui_settings_cap_and_suppressed_mail.sql': '3707b52c9efc3e78906ff3088e63376644477c4af90a23b1b34575525026b0a5',
-    '0008_sessions_and_audit.sql': 'bccac67cf655a03ba1c48cf11d6817ac0d3c710a2f51ddc6e7e00b4c7e179166',
+    '0001_initial.sql': 'bddad73d8054fe643ea3ab2cda5dc80b5b7ea2cecec72dfed32ff3e8956fb627',  # noqa: E501
+    '0002_email_checks_independent_of_locale.sql': '848fd1451a2bc7cb8dce7e4c28f62f316837e19e2beffdc1caae16c95baa46f1',  # noqa: E501
+    '0003_user_json_of_a_row.sql': '3dec058a058c73f446f4e931fff19abe34aa55176606951d2accc8a57c70990f',  # noqa: E501
+    '0004_client_fields.sql': 'eb36e41134e2651452a5091716b505bfe0dc175303caa370233c76b68d5db013',  # noqa: E501
+    '0005_credential_lifecycle.sql': '61cf92c6759440c4a1a2fcaf1babd3b489a1ffb1487dbbe375a9bd8f72b96e62',  # noqa: E501
+    '0006_ui_settings_cap_and_suppressed_mail.sql': '3707b52c9efc3e78906ff3088e63376644477c4af90a23b1b34575525026b0a5',  # noqa: E501
+    '0008_sessions_and_audit.sql': 'bccac67cf655a03ba1c48cf11d6817ac0d3c710a2f51ddc6e7e00b4c7e179166',  # noqa: E501
     '0009_mfa.sql': '68b34839979315b92050d3f38219aa8373f809ac5cbb3353b42143d5c4040e39',
 }
 # The oldest level docs/operations.md promises an upgrade from.
@@ -64,25 +65,27 @@ def manage(url, *args):
 def recorded(url):
     with psycopg.connect(url) as conn:
         return conn.execute(
-            'SELECT version, applied_at, checksum FROM schema_migrations ORDER BY version'
+            'SELECT version, applied_at, checksum FROM schema_migrations'
+            ' ORDER BY version'
         ).fetchall()
 
 
 def test_no_migration_on_main_changes_and_every_one_is_pinned():
     on_disk = {path.name: db.checksum(path) for path in db.migration_files()}
     changed = [
-        f'sql/migrations/{name} changed after it was merged; a migration on main never changes: '
-        'put the change in a new migration'
+        f'sql/migrations/{name} changed after it was merged; a migration on main never '
+        'changes: put the change in a new migration'
         for name in sorted(on_disk.keys() & PINNED.keys())
         if on_disk[name] != PINNED[name]
     ]
     gone = [
-        f'sql/migrations/{name} was removed or renamed; a migration on main stays as it is'
+        f'sql/migrations/{name} was removed or renamed; '
+        'a migration on main stays as it is'
         for name in sorted(PINNED.keys() - on_disk.keys())
     ]
     unpinned = [
-        f"sql/migrations/{name} is not pinned: add '{name}': '{on_disk[name]}' to PINNED in "
-        'tests/test_migrations.py'
+        f"sql/migrations/{name} is not pinned: add '{name}': '{on_disk[name]}' "
+        'to PINNED in tests/test_migrations.py'
         for name in sorted(on_disk.keys() - PINNED.keys())
     ]
     assert not changed + gone + unpinned, '\n'.join(changed + gone + unpinned)
@@ -90,7 +93,8 @@ def test_no_migration_on_main_changes_and_every_one_is_pinned():
 
 @contextlib.contextmanager
 def database_at(level, *statements):
-    """A database migrated up to ``level`` (None: every migration), then ``statements`` run on it."""
+    """A database migrated up to ``level`` (None: every migration), then
+    ``statements`` run on it."""
     with new_database('frontdesk_migrate', migrate=False) as url:
         db.migrate(url, target=level)
         with psycopg.connect(url) as conn:
@@ -100,7 +104,8 @@ def database_at(level, *statements):
 
 
 def refused_migrate(url, line):
-    """Run manage.py migrate; it must refuse with ``line`` alone and leave the bookkeeping as it was."""
+    """Run manage.py migrate; it must refuse with ``line`` alone and leave the
+    bookkeeping as it was."""
     before = recorded(url)
     done = manage(url, 'migrate')
     assert (done.returncode, done.stdout, done.stderr.splitlines()) == (
@@ -113,7 +118,10 @@ def refused_migrate(url, line):
 
 
 def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
-    changed = "UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = '0005_credential_lifecycle'"
+    changed = (
+        "UPDATE schema_migrations SET checksum = repeat('0', 64)"
+        " WHERE version = '0005_credential_lifecycle'"
+    )
     # A row from before checksums were kept: a refused run must not fill it in either.
     unchecked = (
         "UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'"
@@ -123,9 +131,10 @@ def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
 
         refused_migrate(
             url,
-            'sql/migrations/0005_credential_lifecycle.sql was changed after it was applied '
-            f'(checksum {"0" * 64} applied, {PINNED["0005_credential_lifecycle.sql"]} now); a '
-            'migration on main never changes: write a new one',
+            'sql/migrations/0005_credential_lifecycle.sql was changed after it was '
+            f'applied (checksum {"0" * 64} applied, '
+            f'{PINNED["0005_credential_lifecycle.sql"]} now); a migration on main '
+            'never changes: write a new one',
         )
 
         assert schema_dump.dump(url) == schema_before  # 0009 was pending and stays so
@@ -135,14 +144,15 @@ def test_migrate_refuses_when_an_applied_migrations_file_is_missing():
     # 0006 was renamed after merge: a database that applied it under its first name.
     first_name = (
         'INSERT INTO schema_migrations (version, applied_at, checksum)'
-        " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00', repeat('a', 64))"
+        " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00',"
+        " repeat('a', 64))"
     )
     with database_at('0005_credential_lifecycle', first_name) as url:
         done = refused_migrate(
             url,
             'sql/migrations/0006_ui_settings_size_limit.sql was applied (2025-01-02 '
-            '03:04:05 UTC) but the file is missing; a migration on main is never renamed '
-            'or removed: restore it',
+            '03:04:05 UTC) but the file is missing; a migration on main is never '
+            'renamed or removed: restore it',
         )
         status = manage(url, 'migrate', '--status')
         assert status.returncode != 0 and status.stderr == done.stderr
@@ -168,8 +178,9 @@ def test_a_new_migration_numbered_below_an_applied_one_is_refused(tmp_path):
             db.migrate(url, directory=tmp_path)
 
         assert str(refused.value) == (
-            f'{tmp_path}/0007_late.sql is pending but sorts before 0009_mfa, which is applied; a new migration '
-            'takes the next number after every migration on main: renumber it'
+            f'{tmp_path}/0007_late.sql is pending but sorts before 0009_mfa, which is '
+            'applied; a new migration takes the next number after every migration on '
+            'main: renumber it'
         )
         assert recorded(url) == before
 
@@ -188,7 +199,8 @@ def test_status_lists_applied_with_their_time_and_pending():
 
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
-            f'{"applied" if path.stem in times else "pending":<12} {times.get(path.stem, ""):<23} {path.stem}'
+            f'{"applied" if path.stem in times else "pending":<12} '
+            f'{times.get(path.stem, ""):<23} {path.stem}'
             for path in db.migration_files()
         ]
         assert (
@@ -239,12 +251,15 @@ def fill_oldest_level(conn, email):
     hashed = passwords.hash_password(PASSWORD, 4)
     token = tokens.new_token()
     account_id = conn.execute(
-        "INSERT INTO accounts (name, locale, domain) VALUES ('Old Co', 'de', 'old.example')"
+        'INSERT INTO accounts (name, locale, domain)'
+        " VALUES ('Old Co', 'de', 'old.example')"
         ' RETURNING id'
     ).fetchone()[0]
     user_id = conn.execute(
-        'INSERT INTO users (name, email, encrypted_password, confirmed_at, access_token, ui_settings)'
-        " VALUES ('Old Admin', %s, %s, now() - interval '400 days', %s, '{\"theme\": \"dark\"}') RETURNING id",
+        'INSERT INTO users'
+        ' (name, email, encrypted_password, confirmed_at, access_token, ui_settings)'
+        " VALUES ('Old Admin', %s, %s, now() - interval '400 days', %s,"
+        """ '{"theme": "dark"}') RETURNING id""",
         (email, hashed, tokens.new_token()),
     ).fetchone()[0]
     conn.execute(
@@ -258,7 +273,8 @@ def fill_oldest_level(conn, email):
         (user_id, tokens.digest(token)),
     )
     conn.execute(
-        'INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at)'
+        'INSERT INTO one_time_tokens'
+        ' (user_id, purpose, email, token_digest, expires_at)'
         " VALUES (%s, 'reset_password', %s, %s, now() + interval '1 hour')",
         (user_id, email, tokens.digest(tokens.new_token())),
     )
@@ -291,7 +307,8 @@ def test_an_upgrade_from_the_oldest_supported_level_keeps_every_row_and_serves_t
             assert {
                 row[0]
                 for row in conn.execute(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                    " AND tablename <> 'schema_migrations'"
                 )
             } == set(TABLES_AT_OLDEST)
             account_id, old_session = fill_oldest_level(conn, email)

@@ -105,8 +105,8 @@ def gunicorn_log(gunicorn):
 def multipart(size):
     boundary = 'frontdesk-test-boundary'
     head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="a.png"\r\n'
-        'Content-Type: image/png\r\n\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; '
+        'filename="a.png"\r\nContent-Type: image/png\r\n\r\n'
     ).encode()
     tail = f'\r\n--{boundary}--\r\n'.encode()
     body = head + b'\0' * (size - len(head) - len(tail)) + tail
@@ -126,8 +126,8 @@ def test_nginx_request_id_replaces_the_clients_and_both_logs_have_it(
         line for line in gunicorn_log(request_id).splitlines() if request_id in line
     )
     assert re.search(
-        rf'client_ip=127\.0\.0\.1 method=GET path=/healthz status=200 duration_ms=[\d.]+ '
-        rf'request_id={request_id}$',
+        r'client_ip=127\.0\.0\.1 method=GET path=/healthz status=200 '
+        rf'duration_ms=[\d.]+ request_id={request_id}$',
         line,
     )
     assert 'chosen-by-the-client' not in gunicorn_log()
@@ -287,7 +287,8 @@ def test_stopped_gunicorn_is_a_json_502(base_env, workdir):
 
 
 def test_slow_upstream_is_a_json_504(workdir):
-    # An upstream that accepts and never answers: the one thing gunicorn won't do on cue.
+    # An upstream that accepts and never answers: the one thing gunicorn won't do on
+    # cue.
     with socket.create_server(('127.0.0.1', 0)) as silent:
         upstream = f'127.0.0.1:{silent.getsockname()[1]}'
         with run_nginx(workdir, upstream, workdir / 'avatars', read_timeout='1s') as (
@@ -324,7 +325,8 @@ def test_slow_upstream_is_a_json_504(workdir):
             'Request headers are too large',
         ),
         (
-            b'GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+            b'GET {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n'
+            b'Content-Length: 2\r\n\r\nab',
             400,
             'Bad request',
         ),

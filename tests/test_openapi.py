@@ -214,7 +214,8 @@ def test_the_contract_hook_fails_on_what_the_document_does_not_say():
             headers,
             b'{}',
         )
-    # A documented path with another method is an unknown route: the 404 is all it may answer.
+    # A documented path with another method is an unknown route: the 404 is all it may
+    # answer.
     contract.check(
         'DELETE',
         '/healthz',
@@ -231,7 +232,10 @@ def test_every_operation_has_a_tag_a_summary_a_description_and_examples(document
     tags = {tag['name'] for tag in document['tags']}
     for path, operations in document['paths'].items():
         for method, operation in operations.items():
-            where = f'{method.upper()} {path}: add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+            where = (
+                f'{method.upper()} {path}: '
+                'add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+            )
             assert f'{method.upper()} {path}' in apidoc.OPERATIONS, where
             assert operation['tags'] and set(operation['tags']) <= tags, where
             assert operation['summary'] and operation['description'], where

@@ -1,6 +1,7 @@
-"""Through PgBouncer in transaction mode (issue 14, SPEC 16): why DB_PREPARED_STATEMENTS
-exists, and that migrations go direct. The HTTP tests themselves run through PgBouncer in
-scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1, tests/conftest.py)."""
+"""Through PgBouncer in transaction mode (issue 14, SPEC 16): why
+DB_PREPARED_STATEMENTS exists, and that migrations go direct. The HTTP tests themselves
+run through PgBouncer in scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1,
+tests/conftest.py)."""
 
 import uuid
 
@@ -51,7 +52,8 @@ def test_prepared_statements_break_behind_a_transaction_pooler_unless_off(
     if setting == 'off':
         assert errors == []
     else:
-        # Both clients' "_pg3_0" land on one server session (or one's name on another's).
+        # Both clients' "_pg3_0" land on one server session (or one's name on
+        # another's).
         assert errors, (
             'prepared statements survived transaction pooling: the test proves nothing'
         )
@@ -135,7 +137,8 @@ def test_migrate_through_a_transaction_pooler_stops_instead_of_running_unlocked(
         with pytest.raises(RuntimeError, match='MIGRATE_DATABASE_URL'):
             db.migrate(bouncer.url(name))
         with psycopg.connect(database_url_for(ADMIN_URL, name)) as conn:
-            # The check runs before the bookkeeping too, so even schema_migrations may not exist.
+            # The check runs before the bookkeeping too, so even schema_migrations may
+            # not exist.
             assert conn.execute("SELECT to_regclass('accounts')").fetchone()[0] is None
             if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0]:
                 assert (

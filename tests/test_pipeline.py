@@ -103,7 +103,10 @@ def test_another_content_type_is_a_415(testapp, admin):
             status=415,
         )
         assert resp.json == {
-            'message': 'Content-Type must be application/json or application/x-www-form-urlencoded'
+            'message': (
+                'Content-Type must be application/json or '
+                'application/x-www-form-urlencoded'
+            )
         }
 
 
@@ -270,8 +273,8 @@ def test_gunicorn_refuses_to_start_on_invalid_configuration(base_env):
     )
     assert done.returncode != 0
     assert (
-        'invalid configuration: ENABLE_ACCOUNT_SIGNUP must be one of true, false, api_only'
-        in done.stdout + done.stderr
+        'invalid configuration: ENABLE_ACCOUNT_SIGNUP must be one of true, false, '
+        'api_only' in done.stdout + done.stderr
     )
 
 
@@ -313,7 +316,8 @@ class BadInsert:
         with self._pool.connection() as conn:
             conn.execute(
                 'INSERT INTO users (name, email, encrypted_password, access_token)'
-                " VALUES ('x', 'UPPER@CASE.IO', '$2b$secret-hash-value', 'tok-secret-0123456789abcdef0123456789')"
+                " VALUES ('x', 'UPPER@CASE.IO', '$2b$secret-hash-value',"
+                " 'tok-secret-0123456789abcdef0123456789')"
             )
 
 

@@ -1,4 +1,5 @@
-"""/api/v1/profile: update (JSON and multipart), availability, auto_offline, active account."""
+"""/api/v1/profile: update (JSON and multipart), availability, auto_offline, active
+account."""
 
 import concurrent.futures
 from http.client import HTTPConnection
@@ -29,9 +30,9 @@ def agent(make_account, make_user):
 
 def stored(conn, user_id):
     return conn.execute(
-        'SELECT name, display_name, email, unconfirmed_email, encrypted_password, confirmed_at,'
-        ' custom_attributes, ui_settings, message_signature, avatar, access_token'
-        ' FROM users WHERE id = %s',
+        'SELECT name, display_name, email, unconfirmed_email, encrypted_password, '
+        'confirmed_at, custom_attributes, ui_settings, message_signature, avatar, '
+        'access_token FROM users WHERE id = %s',
         (user_id,),
     ).fetchone()
 
@@ -62,7 +63,7 @@ def put(testapp, user, body, status=200, method='put'):
     return send('/api/v1/profile', body, headers=user.headers, status=status)
 
 
-# --- who may call -------------------------------------------------------------------------
+# --- who may call ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_get_returns_the_callers_user(testapp, agent):
     assert answer.json['access_token'] == agent.access_token
 
 
-# --- PUT / PATCH: plain fields --------------------------------------------------------------
+# --- PUT / PATCH: plain fields --------------------------------------------------------
 
 
 @pytest.mark.parametrize('method', ['put', 'patch'])
@@ -285,11 +286,13 @@ def test_a_non_json_body_is_refused(testapp, agent):
         status=415,
     )
     assert answer.json == {
-        'message': 'Content-Type must be application/json or application/x-www-form-urlencoded'
+        'message': (
+            'Content-Type must be application/json or application/x-www-form-urlencoded'
+        )
     }
 
 
-# --- custom attributes and ui_settings -----------------------------------------------------
+# --- custom attributes and ui_settings ------------------------------------------------
 
 
 def test_phone_number_goes_into_custom_attributes_beside_other_keys(
@@ -316,7 +319,8 @@ def test_phone_number_goes_into_custom_attributes_beside_other_keys(
 
 def test_ui_settings_are_merged_by_top_level_key(testapp, conn, agent):
     conn.execute(
-        """UPDATE users SET ui_settings = '{"a": 1, "b": {"x": 1}, "keep": true}' WHERE id = %s""",
+        """UPDATE users SET ui_settings = '{"a": 1, "b": {"x": 1}, "keep": true}'"""
+        ' WHERE id = %s',
         (agent.id,),
     )
 
@@ -363,7 +367,7 @@ def test_concurrent_updates_of_different_ui_settings_keys_all_survive(
     assert len(stored(conn, agent.id)['ui_settings']) == 24
 
 
-# --- e-mail --------------------------------------------------------------------------------
+# --- e-mail ---------------------------------------------------------------------------
 
 
 def test_a_new_email_waits_for_confirmation(testapp, conn, agent):
@@ -380,7 +384,8 @@ def test_a_new_email_waits_for_confirmation(testapp, conn, agent):
     assert [mail['kind'] for mail in mails] == ['confirmation']
     assert 'confirmation_token=' in mails[0]['text_body']
     token = conn.execute(
-        "SELECT email FROM one_time_tokens WHERE user_id = %s AND purpose = 'confirmation'",
+        'SELECT email FROM one_time_tokens WHERE user_id = %s'
+        " AND purpose = 'confirmation'",
         (agent.id,),
     ).fetchone()
     assert token['email'] == new
@@ -431,7 +436,7 @@ def test_an_email_of_another_user_answers_as_a_free_one_and_mails_no_link(
     assert shape(taken_answer) == shape(free_answer)
 
 
-# --- password --------------------------------------------------------------------------------
+# --- password -------------------------------------------------------------------------
 
 
 def test_a_password_change_keeps_the_callers_token_and_revokes_the_others(
@@ -590,7 +595,7 @@ def test_a_null_password_is_no_password_change(testapp, conn, agent):
     assert stored(conn, agent.id)['encrypted_password'] == before['encrypted_password']
 
 
-# --- multipart -------------------------------------------------------------------------------
+# --- multipart ------------------------------------------------------------------------
 
 
 def test_multipart_text_fields_update_the_profile(testapp, conn, agent):
@@ -649,7 +654,8 @@ def multipart(*parts, boundary='XyZzY'):
 def send_multipart(
     testapp, user, body, content_type, status, path='/api/v1/profile', method='PUT'
 ):
-    # testapp.put() would re-encode a multipart body; request() sends these bytes as they are.
+    # testapp.put() would re-encode a multipart body; request() sends these bytes as
+    # they are.
     return testapp.request(
         path,
         method=method,
@@ -716,11 +722,13 @@ def test_multipart_is_only_for_the_profile_update(testapp, agent):
         method='POST',
     )
     assert answer.json == {
-        'message': 'Content-Type must be application/json or application/x-www-form-urlencoded'
+        'message': (
+            'Content-Type must be application/json or application/x-www-form-urlencoded'
+        )
     }
 
 
-# --- availability, auto_offline, set_active_account -----------------------------------------
+# --- availability, auto_offline, set_active_account -----------------------------------
 
 
 def entry(answer, account_id):
@@ -817,7 +825,8 @@ def test_set_active_account_makes_it_the_users_account(
 ):
     second = make_account('Second')
     conn.execute(
-        "INSERT INTO account_users (account_id, user_id, role) VALUES (%s, %s, 'agent')",
+        'INSERT INTO account_users (account_id, user_id, role)'
+        " VALUES (%s, %s, 'agent')",
         (second, agent.id),
     )
     testapp.post_json(
@@ -931,7 +940,7 @@ def test_an_address_outside_ascii_is_invalid(testapp, conn, agent):
     assert stored(conn, agent.id) == before
 
 
-# --- the ui_settings cap (issue 10) ---------------------------------------------------------
+# --- the ui_settings cap (issue 10) ---------------------------------------------------
 
 UI_SETTINGS_TOO_LARGE = {
     'message': 'Ui settings is too large',

@@ -1,4 +1,5 @@
-"""README.md's curl walkthrough, run as written against a real instance, so it stays true.
+"""README.md's curl walkthrough, run as written against a real instance, so it stays
+true.
 
 gunicorn and the mail worker (MAIL_DELIVERY=file, as scripts/run without SMTP_HOST) on
 a database of their own with the rate limits on, as a fresh scripts/run has them.

@@ -1,10 +1,11 @@
-"""scripts/run and scripts/test on a fresh copy of the repository, as a newcomer runs them.
+"""scripts/run and scripts/test on a fresh copy of the repository, as a newcomer runs
+them.
 
 The copy shares this checkout's virtualenv (a symlink), so nothing is reinstalled. It
 lives under pytest's 0700 temporary directory. As root (issue 17), scripts/run serves as
-the user frontdesk, which cannot enter it: scripts/run says so in one line; the copy then
-moves to a 0750 directory of frontdesk's group under /var/tmp, which the postgres user
-still cannot enter, so the embedded cluster's home is outside the checkout.
+the user frontdesk, which cannot enter it: scripts/run says so in one line; the copy
+then moves to a 0750 directory of frontdesk's group under /var/tmp, which the postgres
+user still cannot enter, so the embedded cluster's home is outside the checkout.
 """
 
 import contextlib
@@ -46,7 +47,8 @@ def system_hba_files():
 
 
 def fresh_copy(tmp_path):
-    """The files git would commit (tracked and new, not ignored), and the shared .venv."""
+    """The files git would commit (tracked and new, not ignored), and the shared
+    .venv."""
     copy = tmp_path / 'frontdesk'
     names = (
         subprocess.run(
@@ -291,7 +293,8 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
         cluster_home = os.path.realpath(copy / 'var' / 'postgres')
         stat = os.stat(cluster_home)
         if as_root:
-            # Entered by the app user's group to reach the socket (devdb.py Cluster.admit).
+            # Entered by the app user's group to reach the socket (devdb.py
+            # Cluster.admit).
             assert stat.st_mode & 0o777 == 0o750 and stat.st_gid == app_user.pw_gid, (
                 oct(stat.st_mode),
                 stat.st_gid,

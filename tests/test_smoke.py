@@ -1,4 +1,5 @@
-"""scripts/smoke.sh against real gunicorn, behind the real nginx of deploy/nginx.conf."""
+"""scripts/smoke.sh against real gunicorn, behind the real nginx of
+deploy/nginx.conf."""
 
 import os
 import subprocess
@@ -72,8 +73,8 @@ def test_against_gunicorn_alone_the_avatar_fetch_is_skipped(gunicorn_url):
     result = smoke(gunicorn_url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert (
-        'skip avatar fetch: no proxy in front (Server: gunicorn); nginx serves the avatar files\n'
-        in result.stdout
+        'skip avatar fetch: no proxy in front (Server: gunicorn); nginx serves the '
+        'avatar files\n' in result.stdout
     )
     assert (
         len([line for line in result.stdout.splitlines() if line.startswith('ok   ')])

@@ -24,8 +24,8 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 
 JSON = {'Content-Type': 'application/json'}
-# Client addresses of this module's own (all of 127/8 is loopback): the rate-limit counters
-# of other tests, which share the database, stay out of the way.
+# Client addresses of this module's own (all of 127/8 is loopback): the rate-limit
+# counters of other tests, which share the database, stay out of the way.
 TOKEN_CLIENT, LIMITED_CLIENT, OTHER_CLIENT = (
     f'127.0.0.{n}' for n in random.sample(range(3, 255), 3)
 )
@@ -33,7 +33,8 @@ TOKEN_CLIENT, LIMITED_CLIENT, OTHER_CLIENT = (
 
 @pytest.fixture(scope='module')
 def instances(base_env):
-    """nginx (``proxy``) in front of two single-worker gunicorns (``direct``, ``logs``)."""
+    """nginx (``proxy``) in front of two single-worker gunicorns (``direct``,
+    ``logs``)."""
     with shared_workdir() as workdir, contextlib.ExitStack() as stack:
         env = {**base_env, 'AVATAR_DIR': str(workdir / 'avatars'), 'RATE_LIMITS': 'on'}
         logs = [workdir / 'gunicorn-0.log', workdir / 'gunicorn-1.log']
