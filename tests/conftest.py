@@ -5,6 +5,7 @@ that run gunicorn in another process), so every test makes its own users and
 accounts with unique addresses and asserts only on those.
 """
 
+import hypothesis
 import psycopg
 from psycopg.rows import dict_row
 import pytest
@@ -28,6 +29,18 @@ from tests.support.users import PASSWORD
 from tests.support.users import TEST_SECRET_KEY
 from tests.support.users import unique_email
 from tests.support.users import User
+
+# The long run of the attack machine (tests/test_attack_model.py, docs/security.md):
+# scripts/test tests/test_attack_model.py --hypothesis-profile=attack
+hypothesis.settings.register_profile(
+    'attack',
+    max_examples=500,
+    stateful_step_count=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(hypothesis.HealthCheck),
+)
 
 _unchecked_do_request = webtest.TestApp.do_request
 
