@@ -207,15 +207,15 @@ def _statuses(resource, method, level):
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'session', 'enrolment', 'member', 'administrator'):
+    if level in ('user', 'session', 'enrolment', 'member', 'administrator', 'administrator_session'):
         add(401, 'unauthenticated')
-    if level in ('session', 'enrolment'):
+    if level in ('session', 'enrolment', 'administrator_session') or getattr(resource, 'session_fields', {}).get(method):
         add(403, 'needs_session')
-    if level in ('optional', 'user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
+    if level in ('optional', 'user', 'session', 'member', 'administrator', 'administrator_session') and not getattr(resource, 'before_enrolment', False):
         add(403, 'mfa_enrollment_required')
-    if level in ('member', 'administrator'):
+    if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
-    if level == 'administrator':
+    if level in ('administrator', 'administrator_session'):
         add(401, 'not_authorized')
     if getattr(resource, 'query', {}).get(method):
         add(422, 'unprocessable')
@@ -280,7 +280,7 @@ def _operation(path_template, resource, method, schemas):
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
         'summary': summary or f'{method} {path}',
         'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION,
-                     'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
+                     'administrator_session': _SESSION, 'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
         'parameters': parameters,
         'responses': {str(status): _response(names, status, level)
                       for status, names in _statuses(resource, method, level).items()},

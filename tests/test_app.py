@@ -70,15 +70,18 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     session_item = sessions + f'/{{session_id:{app_module.ID}}}'
     assert declared[sessions] == {'GET': 'session', 'DELETE': 'session'}
     assert declared[session_item] == {'DELETE': 'session'}
-    assert declared[account + '/audit_events'] == {'GET': 'administrator'}
+    # Members' security is not for integration credentials (SPEC 3.4).
+    assert declared[account + '/audit_events'] == {'GET': 'administrator_session'}
     assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
-        'DELETE': 'administrator'}
+        'DELETE': 'administrator_session'}
+    assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
     # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.
     mfa_routes = ('/api/v1/profile/mfa', '/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes')
     for template in mfa_routes:
         assert set(declared[template].values()) == {'enrolment'}, template
     for template, access in declared.items():
         if template.startswith('/api/v1/profile') and template not in (
-                '/api/v1/profile/reset_access_token', sessions, session_item, *mfa_routes):
+                '/api/v1/profile/reset_access_token', sessions, session_item, *mfa_routes,
+                '/api/v1/profile/audit_events'):
             assert set(access.values()) == {'user'}, template
     assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)

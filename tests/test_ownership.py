@@ -1,0 +1,73 @@
+"""Who owns an account (SPEC 3.4, issue 18): the holder of its confirmed mailbox.
+
+Each test is the reproduction of a path the security review found, end to end over
+HTTP; the takeover scenarios run against gunicorn with mail delivered to a real SMTP
+server (tests/test_credentials.py's helpers), the links taken from the messages.
+"""
+
+import pytest
+
+NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
+# Any 29..200 bytes satisfy the column's CHECK; the tests never ask for a code.
+SOME_SECRET = b'\x01' + b'\x00' * 40
+
+
+def member_sessions(account_id, user_id):
+    return f'/api/v1/accounts/{account_id}/agents/{user_id}/sessions'
+
+
+# Integration credentials never touch account security.
+
+def test_an_administrators_api_token_cannot_end_members_sessions_or_replace_their_tokens(testapp, admin, make_user):
+    member = make_user(account_id=admin.account_id)
+    api = {'api_access_token': admin.access_token}
+    url = member_sessions(admin.account_id, member.id)
+
+    assert testapp.delete(url, headers=api, status=403).json == NEEDS_SESSION
+    assert testapp.delete(url + '?include_access_token=true', headers=api, status=403).json == NEEDS_SESSION
+
+    testapp.get('/api/v1/profile', headers=member.headers, status=200)
+    testapp.get('/api/v1/profile', headers={'api_access_token': member.access_token}, status=200)
+    # The administrator's own session still may (SPEC 13).
+    assert testapp.delete(url, headers=admin.headers, status=200).json == {'revoked': 1}
+
+
+def test_an_administrators_api_token_cannot_turn_enforce_mfa_off(testapp, admin, conn):
+    # An administrator with MFA on, in an account that requires it.
+    conn.execute('UPDATE users SET otp_secret = %s, mfa_enabled_at = now() WHERE id = %s', (SOME_SECRET, admin.id))
+    conn.execute('UPDATE accounts SET enforce_mfa = true WHERE id = %s', (admin.account_id,))
+    api = {'api_access_token': admin.access_token}
+    url = f'/api/v1/accounts/{admin.account_id}'
+
+    assert testapp.put_json(url, {'enforce_mfa': False}, headers=api, status=403).json == NEEDS_SESSION
+    assert testapp.patch_json(url, {'name': 'Renamed', 'enforce_mfa': False}, headers=api,
+                              status=403).json == NEEDS_SESSION
+    account = testapp.get(url, headers=api).json
+    assert (account['enforce_mfa'], account['name']) == (True, 'Acme')
+
+    # Other settings still may, with the api token; the setting itself with a session.
+    assert testapp.patch_json(url, {'name': 'Renamed'}, headers=api).json['name'] == 'Renamed'
+    assert testapp.put_json(url, {'enforce_mfa': False}, headers=admin.headers).json['enforce_mfa'] is False
+
+
+@pytest.mark.parametrize('route', ['/api/v1/profile/audit_events', '/api/v1/accounts/{account_id}/audit_events'])
+def test_the_audit_log_is_not_for_api_tokens(testapp, admin, route):
+    url = route.format(account_id=admin.account_id)
+    assert testapp.get(url, headers={'api_access_token': admin.access_token}, status=403).json == NEEDS_SESSION
+    testapp.get(url, headers=admin.headers, status=200)
+
+
+def test_every_security_route_refuses_the_api_token(testapp, admin):
+    api = {'api_access_token': admin.access_token}
+    account = admin.account_id
+    refused = [
+        ('get', '/api/v1/profile/sessions'), ('delete', '/api/v1/profile/sessions'),
+        ('delete', '/api/v1/profile/sessions/1'), ('post', '/api/v1/profile/reset_access_token'),
+        ('get', '/api/v1/profile/mfa'), ('get', '/api/v1/profile/audit_events'),
+        ('get', f'/api/v1/accounts/{account}/audit_events'),
+        ('delete', member_sessions(account, admin.id)),
+    ]
+    for method, url in refused:
+        answer = getattr(testapp, method)(url, headers=api, status=403)
+        assert answer.json == NEEDS_SESSION, (method, url)
+    testapp.get('/api/v1/profile', headers=api, status=200)
