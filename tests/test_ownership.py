@@ -7,6 +7,14 @@ server (tests/test_credentials.py's helpers), the links taken from the messages.
 
 import pytest
 
+from tests.conftest import unique_email
+from tests.smtp_server import deliver
+from tests.smtp_server import smtp_server
+from tests.test_credentials import OWNER_PASSWORD
+from tests.test_credentials import Client
+from tests.test_credentials import received
+from tests.test_mfa import Authenticator
+
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
 # Any 29..200 bytes satisfy the column's CHECK; the tests never ask for a code.
 SOME_SECRET = b'\x01' + b'\x00' * 40
@@ -71,3 +79,49 @@ def test_every_security_route_refuses_the_api_token(testapp, admin):
         answer = getattr(testapp, method)(url, headers=api, status=403)
         assert answer.json == NEEDS_SESSION, (method, url)
     testapp.get('/api/v1/profile', headers=api, status=200)
+
+
+# A mailbox link undoes only what came after it.
+
+@pytest.fixture
+def inbox():
+    with smtp_server() as inbox:
+        yield inbox
+
+
+@pytest.fixture
+def client(gunicorn_url):
+    return Client(gunicorn_url)
+
+
+def enable_mfa(client, user):
+    """Enrol ``user`` over HTTP with its session; its authenticator."""
+    started = client('POST', '/api/v1/profile/mfa', {'password': user.password}, headers=user.headers).json
+    app = Authenticator(started['provisioning_url'])
+    enabled = client('POST', '/api/v1/profile/mfa/verify', {'otp_code': app.code(-1)}, headers=user.headers)
+    assert enabled.status == 200 and enabled.json['enabled'] is True
+    return app
+
+
+def test_a_revert_keeps_the_second_factor_the_owner_had_before_the_link(client, base_env, inbox, conn, make_user):
+    owner = make_user(name='Olive Owner')
+    enable_mfa(client, owner)
+    attacker = unique_email('attacker')
+    # With the owner's stolen session, someone moves the account to their own address.
+    assert client('PUT', '/api/v1/profile', {'profile': {'email': attacker}}, headers=owner.headers).status == 200
+    deliver(base_env, inbox.port)
+    _, revert = received(inbox, owner.email, 'Your e-mail address is being changed').link(
+        '/app/auth/email_revert', 'token')
+
+    assert client('POST', '/auth/email_revert', {'token': revert}).status == 200
+
+    row = conn.execute('SELECT mfa_enabled_at IS NOT NULL AS on, (SELECT count(*) FROM mfa_recovery_codes c'
+                       ' WHERE c.user_id = u.id) AS codes FROM users u WHERE id = %s', (owner.id,)).fetchone()
+    assert row == {'on': True, 'codes': 10}
+    # The reset the revert mails still asks for the owner's second factor.
+    deliver(base_env, inbox.port)
+    _, reset = received(inbox, owner.email, 'Reset password instructions').link(
+        '/app/auth/password/edit', 'reset_password_token')
+    answer = client('PUT', '/auth/password', {'reset_password_token': reset, 'password': OWNER_PASSWORD})
+    assert answer.status == 206 and answer.json['mfa_required'] is True
+    assert 'access-token' not in answer.headers

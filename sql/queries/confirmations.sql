@@ -63,14 +63,16 @@ SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
 -- Uses up an e-mail revert link: the address it was mailed to becomes the user's again, a
 -- pending change is cancelled and the password cleared (whoever made the change may know
 -- it). Revert links issued after this one go too: they were mailed from the states being
--- undone, perhaps to the taker's own mailbox. Two-factor sign-in goes too: an
--- authenticator the taker enrolled would otherwise stand in front of the owner's reset.
+-- undone, perhaps to the taker's own mailbox. Two-factor sign-in goes too when it was
+-- turned on after the link was issued (an authenticator the taker enrolled would otherwise
+-- stand in front of the owner's reset), and only then: the owner's own, older second
+-- factor stays, so the reset still asks for it (SPEC 3.4). A pending enrolment goes.
 WITH taken AS (
     DELETE FROM one_time_tokens
      WHERE token_digest = %(token_digest)s
        AND purpose = 'email_revert'
        AND expires_at > now()
-    RETURNING id, user_id, email
+    RETURNING id, user_id, email, created_at
 ), later AS (
     DELETE FROM one_time_tokens o
      USING taken t
@@ -79,16 +81,18 @@ WITH taken AS (
        AND o.id > t.id
 ), codes AS (
     DELETE FROM mfa_recovery_codes c
-     USING taken t
+     USING taken t, users u
      WHERE c.user_id = t.user_id
+       AND u.id = t.user_id
+       AND u.mfa_enabled_at > t.created_at
 )
 UPDATE users u
    SET email = t.email,
        unconfirmed_email = NULL,
        encrypted_password = NULL,
-       otp_secret = NULL,
-       otp_last_step = NULL,
-       mfa_enabled_at = NULL,
+       otp_secret = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.otp_secret END,
+       otp_last_step = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.otp_last_step END,
+       mfa_enabled_at = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.mfa_enabled_at END,
        updated_at = now()
   FROM taken t
  WHERE u.id = t.user_id
