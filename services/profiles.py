@@ -92,14 +92,17 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email, fa
     """The link to the new address, or a notice to its owner; a revert link to the old one.
 
     A taken address gets the same answer and the same pending state as a free one (no
-    oracle, SPEC 3.3), but no link: its owner is told someone tried to use it.
+    oracle, SPEC 3.3), but no link: its owner is told someone tried to use it. Only a
+    confirmed old address gets a revert link (SPEC 3.4): an unproven one may be anybody's,
+    and the link would reserve it for this user.
     """
     if user['email_taken']:
         mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
     else:
         mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
-    mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
-                                  security_mail.origin(facts))
+    if user['confirmed']:
+        mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
+                                      security_mail.origin(facts))
 
 
 def _write(conn, queries, config, user_id, patch):

@@ -10,9 +10,11 @@ import pytest
 from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.test_credentials import ATTACKER_PASSWORD
 from tests.test_credentials import OWNER_PASSWORD
 from tests.test_credentials import Client
 from tests.test_credentials import received
+from tests.test_credentials import token_headers
 from tests.test_mfa import Authenticator
 
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
@@ -125,3 +127,46 @@ def test_a_revert_keeps_the_second_factor_the_owner_had_before_the_link(client, 
     answer = client('PUT', '/auth/password', {'reset_password_token': reset, 'password': OWNER_PASSWORD})
     assert answer.status == 206 and answer.json['mfa_required'] is True
     assert 'access-token' not in answer.headers
+
+
+# Revert links belong to confirmed addresses, and reserve them.
+
+def test_a_stolen_session_cannot_keep_the_owners_address_from_the_revert(client, base_env, inbox, conn, make_user):
+    owner = make_user(name='Olive Owner')
+    attacker = unique_email('attacker')
+    # With the owner's session: move the account, confirm from the attacker's mailbox.
+    assert client('PUT', '/api/v1/profile', {'profile': {'email': attacker}}, headers=owner.headers).status == 200
+    deliver(base_env, inbox.port)
+    _, revert = received(inbox, owner.email, 'Your e-mail address is being changed').link(
+        '/app/auth/email_revert', 'token')
+    _, confirm = received(inbox, attacker, 'Confirm your new email address').link(
+        '/app/auth/confirmation', 'confirmation_token')
+    taker = token_headers(client('POST', '/auth/confirmation', {'confirmation_token': confirm}))
+    # Then re-register the owner's freed address, and try to move another account to it.
+    squat = client('POST', '/api/v1/accounts', {'account_name': 'Trap', 'email': owner.email,
+                                                'user_full_name': 'Mallory', 'password': ATTACKER_PASSWORD})
+    assert (squat.status, squat.json) == (403, {'message': f'You have already signed up for an account with '
+                                                           f'{owner.email}'})
+    other = make_user()
+    moved = client('PUT', '/api/v1/profile', {'profile': {'email': owner.email}}, headers=other.headers)
+    assert moved.status == 200 and moved.json['unconfirmed_email'] == owner.email
+    deliver(base_env, inbox.port)
+    assert [item.message['Subject'] for item in inbox.to(owner.email)] == [
+        'Your e-mail address is being changed', 'Someone tried to use your e-mail address']
+
+    answer = client('POST', '/auth/email_revert', {'token': revert})
+
+    assert (answer.status, answer.json) == (200, {})
+    assert conn.execute('SELECT email FROM users WHERE id = %s', (owner.id,)).fetchone()['email'] == owner.email
+    assert client('GET', '/api/v1/profile', headers=taker).status == 401
+
+
+def test_an_unconfirmed_address_gets_no_revert_link(testapp, conn, make_user):
+    squatter = make_user(confirmed=False)
+    testapp.put_json('/api/v1/profile', {'profile': {'email': unique_email('moved')}}, headers=squatter.headers)
+
+    links = conn.execute("SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s AND purpose = 'email_revert'",
+                         (squatter.id,)).fetchone()['n']
+    mailed = conn.execute('SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s',
+                          (squatter.email,)).fetchone()['n']
+    assert (links, mailed) == (0, 0)
