@@ -1,5 +1,7 @@
 """PUT /api/v1/profile (SPEC 5.4): every check first, then the writes in one transaction."""
 
+import datetime
+
 from psycopg.types.json import Jsonb
 
 import errors
@@ -96,10 +98,13 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email, fa
     confirmed old address gets a revert link (SPEC 3.4): an unproven one may be anybody's,
     and the link would reserve it for this user.
     """
+    # Ownership moves when the revert window closes (SPEC 3.4); the new address is told when.
+    revert_until = datetime.datetime.now(datetime.timezone.utc) + mail.REVERT_LIFESPAN if user['confirmed'] else None
     if user['email_taken']:
         mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
     else:
-        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
+        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True,
+                               revert_until=revert_until)
     if user['confirmed']:
         mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
                                       security_mail.origin(facts))

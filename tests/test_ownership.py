@@ -5,6 +5,9 @@ HTTP; the takeover scenarios run against gunicorn with mail delivered to a real 
 server (tests/test_credentials.py's helpers), the links taken from the messages.
 """
 
+import datetime
+import re
+
 import pytest
 
 from tests.conftest import unique_email
@@ -170,3 +173,26 @@ def test_an_unconfirmed_address_gets_no_revert_link(testapp, conn, make_user):
     mailed = conn.execute('SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s',
                           (squatter.email,)).fetchone()['n']
     assert (links, mailed) == (0, 0)
+
+
+# An address change transfers ownership only when the revert window closes.
+
+def test_the_new_address_is_told_when_the_account_becomes_its_for_good(client, base_env, inbox, conn, make_user):
+    owner = make_user()
+    new = unique_email('new')
+    assert client('PUT', '/api/v1/profile', {'profile': {'email': new}}, headers=owner.headers).status == 200
+    until = conn.execute("SELECT expires_at FROM one_time_tokens WHERE user_id = %s AND purpose = 'email_revert'",
+                         (owner.id,)).fetchone()['expires_at'].astimezone(datetime.timezone.utc)
+    # A resend of the link says the same.
+    assert client('POST', '/api/v1/profile/resend_confirmation', headers=owner.headers).status == 200
+    deliver(base_env, inbox.port)
+
+    mails = [item for item in inbox.to(new) if item.message['Subject'] == 'Confirm your new email address']
+    assert len(mails) == 2
+    for item in mails:
+        text = ' '.join(item.text.split())
+        assert "The account becomes this address's for good on " in text
+        stated = re.search(r'for good on (\d{4}-\d\d-\d\d \d\d:\d\d) UTC', text).group(1)
+        stated = datetime.datetime.strptime(stated, '%Y-%m-%d %H:%M').replace(tzinfo=datetime.timezone.utc)
+        assert abs(stated - until) < datetime.timedelta(minutes=2)
+        assert 'until then the previous address can undo the change' in text
