@@ -55,6 +55,9 @@ RESPONSES = {
     'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
     'needs_session': ('A credential action (the access token, sessions, MFA, e-mail or password) needs '
                       'the token headers of a sign-in; api_access_token is refused.', _ERRORS + 'needs_session', ()),
+    'reauthentication_required': ('An e-mail change needs the current password in the body, or a session '
+                                  'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
+                                  _ERRORS + 'reauthentication_required', ()),
     'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
                       'address.', _ERRORS + 'invalid_login', ()),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
@@ -567,6 +570,7 @@ EXAMPLES = {
     'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
     'not_authorized': {'error': 'You are not authorized to do this action'},
     'needs_session': {'error': 'This action needs a signed-in session'},
+    'reauthentication_required': {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'},
     'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
     'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},

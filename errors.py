@@ -24,6 +24,7 @@ MFA_ENROLLMENT_REQUIRED_BODY = {'error': 'Your account requires two-factor sign-
                                 'error_code': 'mfa_enrollment_required'}
 INVALID_MFA_TOKEN_BODY = {'error': 'Invalid or expired MFA token'}
 INVALID_CODE_BODY = {'error': 'Invalid verification code'}
+REAUTHENTICATION_REQUIRED_BODY = {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -60,6 +61,13 @@ class NeedsSession(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, NEEDS_SESSION_BODY)
+
+
+class ReauthenticationRequired(APIError):
+    """A change that needs a recent password or second-factor check, or the current password (SPEC 3.4)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, REAUTHENTICATION_REQUIRED_BODY)
 
 
 class MFAUnavailable(APIError):

@@ -10,6 +10,7 @@ from services import avatars
 from services import mail
 from services import passwords
 from services import security_mail
+from services import sessions
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
 PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui_settings')
@@ -44,6 +45,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
                 raise errors.NeedsSession()
             _check(config, validator, doc, profile, user)
             if new_email:
+                _check_recent_authentication(conn, queries, config, profile, user, facts)
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending one.
@@ -65,6 +67,20 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
     if stored:
         avatars.remove(config.avatar_dir, user['avatar'])
     return user_doc
+
+
+def _check_recent_authentication(conn, queries, config, profile, user, facts):
+    """An e-mail change needs the current password, or a session that checked one (or a
+    second factor) within REAUTH_WINDOW_MINUTES (SPEC 3.4): a stolen session alone cannot
+    move the account. A current password that is sent must be right (the 422 of 5.4)."""
+    current = profile.get('current_password')
+    session_id = facts.session_id if facts else None
+    if current is not None:
+        if not (isinstance(current, str) and passwords.check_password(current, user['encrypted_password'])):
+            raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
+        sessions.mark_authenticated(conn, queries, session_id)
+    elif not sessions.recently_authenticated(conn, queries, config, session_id):
+        raise errors.ReauthenticationRequired()
 
 
 def _count_email_change(conn, queries, user_id):

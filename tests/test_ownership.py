@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+import config as config_module
 from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
@@ -196,3 +197,57 @@ def test_the_new_address_is_told_when_the_account_becomes_its_for_good(client, b
         stated = datetime.datetime.strptime(stated, '%Y-%m-%d %H:%M').replace(tzinfo=datetime.timezone.utc)
         assert abs(stated - until) < datetime.timedelta(minutes=2)
         assert 'until then the previous address can undo the change' in text
+
+
+# Recent authentication.
+
+REAUTHENTICATE = {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'}
+
+
+def age_session(conn, headers, minutes):
+    conn.execute('UPDATE user_tokens SET authenticated_at = now() - make_interval(mins => %s) WHERE client = %s',
+                 (minutes, headers['client']))
+
+
+def test_a_stale_session_cannot_change_the_address_without_the_password(testapp, conn, make_user):
+    owner = make_user()
+    age_session(conn, owner.headers, 16)  # a session stolen a while after its sign-in
+    new = unique_email('new')
+
+    refused = testapp.put_json('/api/v1/profile', {'profile': {'email': new}}, headers=owner.headers, status=403)
+
+    assert refused.json == REAUTHENTICATE
+    assert testapp.get('/api/v1/profile', headers=owner.headers).json['unconfirmed_email'] is None
+    assert conn.execute('SELECT count(*) AS n FROM mail_outbox WHERE to_address IN (%s, %s)',
+                        (new, owner.email)).fetchone()['n'] == 0
+    # Other fields need no recent sign-in; a wrong current password is the 422 of SPEC 5.4.
+    testapp.put_json('/api/v1/profile', {'profile': {'name': 'Still Me'}}, headers=owner.headers, status=200)
+    wrong = testapp.put_json('/api/v1/profile', {'profile': {'email': new, 'current_password': 'not it at all'}},
+                             headers=owner.headers, status=422)
+    assert wrong.json == {'message': 'Invalid current password'}
+    # With the current password it works.
+    moved = testapp.put_json('/api/v1/profile', {'profile': {'email': new, 'current_password': owner.password}},
+                             headers=owner.headers, status=200)
+    assert moved.json['unconfirmed_email'] == new
+
+
+def test_a_fresh_sign_in_may_change_the_address(testapp, conn, make_user):
+    owner = make_user()
+    age_session(conn, owner.headers, 16)
+    signed_in = testapp.post_json('/auth/sign_in', {'email': owner.email, 'password': owner.password})
+    fresh = token_headers(signed_in)
+    new = unique_email('new')
+    # Fourteen minutes on, the sign-in is still recent enough (REAUTH_WINDOW_MINUTES=15).
+    age_session(conn, fresh, 14)
+    assert testapp.put_json('/api/v1/profile', {'profile': {'email': new}}, headers=fresh,
+                            status=200).json['unconfirmed_email'] == new
+
+
+def test_the_reauthentication_window_is_configurable(make_testapp, conn, make_user):
+    owner = make_user()
+    age_session(conn, owner.headers, 16)
+    app = make_testapp(REAUTH_WINDOW_MINUTES='30')
+    app.put_json('/api/v1/profile', {'profile': {'email': unique_email('new')}}, headers=owner.headers, status=200)
+    for bad in ('0', 'soon', '1441'):
+        with pytest.raises(config_module.ConfigError, match='REAUTH_WINDOW_MINUTES'):
+            config_module.load({'DATABASE_URL': 'postgresql:///x', 'REAUTH_WINDOW_MINUTES': bad})
