@@ -55,6 +55,9 @@ RESPONSES = {
     'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
     'needs_session': ('A credential action (the access token, sessions, MFA, e-mail or password) needs '
                       'the token headers of a sign-in; api_access_token is refused.', _ERRORS + 'needs_session', ()),
+    'reauthentication_required': ('An e-mail change needs the current password in the body, or a session '
+                                  'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
+                                  _ERRORS + 'reauthentication_required', ()),
     'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
                       'address.', _ERRORS + 'invalid_login', ()),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
@@ -207,15 +210,15 @@ def _statuses(resource, method, level):
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'session', 'enrolment', 'member', 'administrator'):
+    if level in ('user', 'session', 'enrolment', 'member', 'administrator', 'administrator_session'):
         add(401, 'unauthenticated')
-    if level in ('session', 'enrolment'):
+    if level in ('session', 'enrolment', 'administrator_session') or getattr(resource, 'session_fields', {}).get(method):
         add(403, 'needs_session')
-    if level in ('optional', 'user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
+    if level in ('optional', 'user', 'session', 'member', 'administrator', 'administrator_session') and not getattr(resource, 'before_enrolment', False):
         add(403, 'mfa_enrollment_required')
-    if level in ('member', 'administrator'):
+    if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
-    if level == 'administrator':
+    if level in ('administrator', 'administrator_session'):
         add(401, 'not_authorized')
     if getattr(resource, 'query', {}).get(method):
         add(422, 'unprocessable')
@@ -280,7 +283,7 @@ def _operation(path_template, resource, method, schemas):
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
         'summary': summary or f'{method} {path}',
         'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION,
-                     'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
+                     'administrator_session': _SESSION, 'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
         'parameters': parameters,
         'responses': {str(status): _response(names, status, level)
                       for status, names in _statuses(resource, method, level).items()},
@@ -567,6 +570,7 @@ EXAMPLES = {
     'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
     'not_authorized': {'error': 'You are not authorized to do this action'},
     'needs_session': {'error': 'This action needs a signed-in session'},
+    'reauthentication_required': {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'},
     'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
     'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},

@@ -15,6 +15,7 @@ from forms import FormHandler
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
+from middleware.auth import RequireSessionFields
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
@@ -117,7 +118,7 @@ def check_access_declarations(route_table):
         for level in declared.values():
             if level not in LEVELS:
                 raise RuntimeError(f'{type(resource).__name__}: unknown access level {level!r}')
-            if level in ('member', 'administrator') and '{account_id' not in template:
+            if level in ('member', 'administrator', 'administrator_session') and '{account_id' not in template:
                 raise RuntimeError(f'{template}: {level} access needs an account_id in the route')
 
 
@@ -149,6 +150,7 @@ def create_app(config=None, pool=None):
         GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
+        RequireSessionFields(),
     ]
     if config.cors_allowed_origins:
         # Near the front: its process_response runs after the error serializer and the

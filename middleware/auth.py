@@ -10,7 +10,15 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 - ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
   requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
 - ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
-- ``administrator``: an administrator of that account (an agent gets the role 401).
+- ``administrator``: an administrator of that account (an agent gets the role 401);
+- ``administrator_session``: as ``administrator``, signed in with the token headers:
+  what touches the security of members (their sessions, the audit log) is refused to
+  integration credentials with the 403 of ``session`` (SPEC 3.4).
+
+Some fields of a body are security settings although the rest of it is not: a resource
+lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
+that carries one needs the token headers too (RequireSessionFields, after the body is
+parsed).
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
 
@@ -30,7 +38,8 @@ import tokens
 from services import audit
 
 log = logging.getLogger('frontdesk')
-LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator')
+LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator',
+          'administrator_session')
 # A session's last activity is stamped at most this often (SPEC 13), so a read stays one
 # query; with an idle timeout shorter than twice this, at half the timeout.
 _TOUCH_AFTER = datetime.timedelta(minutes=5)
@@ -170,7 +179,9 @@ class RequireAccess:
         role = caller.roles.get(params['account_id'])
         if role is None:
             raise errors.NotFound()
-        if level == 'administrator' and role != 'administrator':
+        if level == 'administrator_session' and caller.token is None:
+            raise errors.NeedsSession()
+        if level in ('administrator', 'administrator_session') and role != 'administrator':
             log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
                         caller.id, role, req.context.request_id)
             with self._pool.connection() as conn:
@@ -178,3 +189,20 @@ class RequireAccess:
                              facts=req.context.facts,
                              details={'method': req.method, 'route': req.uri_template, 'role': role})
             raise errors.NotAuthorized()
+
+
+class RequireSessionFields:
+    """Refuse ``resource.session_fields`` in a body sent without the token headers.
+
+    Runs after the body is parsed (JSONSchemaValidation): the rest of such a body is
+    open to the level the method declares, these fields are not (SPEC 3.4).
+    """
+
+    def process_resource(self, req, resp, resource, params):
+        fields = getattr(resource, 'session_fields', {}).get(req.method)
+        caller = req.context.get('caller')
+        if not fields or caller is None or caller.token is not None:
+            return
+        doc = req.context.get('doc')
+        if isinstance(doc, dict) and any(field in doc for field in fields):
+            raise errors.NeedsSession()

@@ -209,7 +209,7 @@ class ProfileSessionItem:
 class MemberSessions:
     """DELETE .../agents/{user_id}/sessions: an administrator signs a member out everywhere."""
 
-    access = {'DELETE': 'administrator'}
+    access = {'DELETE': 'administrator_session'}
     responses = {'DELETE': {200: 'member_signed_out', 404: 'not_found'}}
     query = {'DELETE': 'member_sessions_query'}
 

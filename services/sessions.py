@@ -92,6 +92,22 @@ def revoke_one(conn, queries, user_id, session_id, facts=None):
     return True
 
 
+def recently_authenticated(conn, queries, config, session_id):
+    """Whether session ``session_id`` checked a password or a second factor within
+    REAUTH_WINDOW_MINUTES (SPEC 3.4); False for no session (an integration token)."""
+    if session_id is None:
+        return False
+    row = conn.execute(queries['sessions.recently_authenticated'],
+                       {'session_id': session_id, 'window_minutes': config.reauth_window_minutes}).fetchone()
+    return row is not None and row['recent']
+
+
+def mark_authenticated(conn, queries, session_id):
+    """Session ``session_id`` has just checked the user's password or a second factor."""
+    if session_id is not None:
+        conn.execute(queries['sessions.mark_authenticated'], {'session_id': session_id})
+
+
 def check_password_unchanged(conn, queries, user_id, verified_hash):
     """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its password."""
     lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()

@@ -588,10 +588,10 @@ def test_an_email_revert_turns_off_the_takers_mfa(testapp, make_user, conn, quer
     from tests.test_confirmations import queued_token
     owner = make_user()
     old_address = owner.email
-    enable(testapp, owner)  # the taker's authenticator
     with conn.transaction():
         revert = mail._issue(conn, queries, owner.id, 'email_revert', old_address, mail.REVERT_LIFESPAN,
                              replace=False)
+    enable(testapp, owner)  # the taker's authenticator, after the link (SPEC 3.4)
     assert testapp.post_json('/auth/email_revert', {'token': revert}).json == {}
     row = conn.execute('SELECT otp_secret, mfa_enabled_at, (SELECT count(*) FROM mfa_recovery_codes c'
                        ' WHERE c.user_id = u.id) AS codes FROM users u WHERE id = %s', (owner.id,)).fetchone()

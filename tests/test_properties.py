@@ -110,6 +110,11 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
         # section (werkzeug's empty field) as running into the next part, so what was
         # "invalid" as generated may not be what the app received.
         excluded.append(negative_data_rejection)
+    if case.operation.path.endswith('/agents/{user_id}/sessions'):
+        # Unknown query parameters are ignored (SPEC 0); with the token headers required
+        # (administrator_session, SPEC 3.4) schemathesis pairs them with the headers it
+        # believes missing, which the call supplies, and calls the 200 accepted bad data.
+        excluded.append(negative_data_rejection)
     response = case.call_and_validate(headers=fresh_token(admin), excluded_checks=excluded)
     _check(case, response)
 

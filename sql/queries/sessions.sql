@@ -106,3 +106,16 @@ WITH member AS (
 SELECT m.id, m.name, m.email, (SELECT count(*) FROM revoked) AS revoked,
        EXISTS (SELECT 1 FROM rotated) AS access_token_reset
   FROM member m;
+
+-- name: recently_authenticated
+-- Whether the session checked a password or a second factor within the window (SPEC 3.4).
+SELECT authenticated_at > now() - make_interval(mins => %(window_minutes)s) AS recent
+  FROM user_tokens
+ WHERE id = %(session_id)s;
+
+-- name: mark_authenticated
+-- The session has just checked the user's password (or a second factor).
+UPDATE user_tokens
+   SET authenticated_at = now()
+ WHERE id = %(session_id)s
+RETURNING id;
