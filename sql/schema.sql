@@ -367,6 +367,7 @@ CREATE TABLE public.user_tokens (
     browser_version text,
     platform_name text,
     device_name text,
+    authenticated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT user_tokens_browser_name_check CHECK ((char_length(browser_name) <= 100)),
     CONSTRAINT user_tokens_browser_version_check CHECK ((char_length(browser_version) <= 100)),
     CONSTRAINT user_tokens_client_name_check CHECK ((char_length(client_name) <= 255)),
@@ -463,6 +464,8 @@ CREATE INDEX audit_events_subject_idx ON public.audit_events USING btree (subjec
 CREATE INDEX email_change_requests_user_idx ON public.email_change_requests USING btree (user_id, created_at);
 
 CREATE INDEX mail_outbox_pending_idx ON public.mail_outbox USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX one_time_tokens_revert_email_idx ON public.one_time_tokens USING btree (email) WHERE (purpose = 'email_revert'::text);
 
 CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (user_id, purpose);
 
