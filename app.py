@@ -77,7 +77,8 @@ def routes(pool, queries, config, validators):
         ('/auth/password', confirmations.Password(pool, queries, config, validators)),
         ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
         ('/resend_confirmation', confirmations.PublicResendConfirmation(pool, queries, config)),
-        ('/auth/email_revert', confirmations.EmailRevert(pool, queries, config)),
+        ('/auth/email_revert', confirmations.RevertLink(pool, queries, config, 'email_revert')),
+        ('/auth/mfa_revert', confirmations.RevertLink(pool, queries, config, 'mfa_revert')),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an

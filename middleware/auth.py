@@ -27,7 +27,6 @@ A member of an account that requires MFA, without MFA, is refused everywhere but
 credential (SPEC 12): the one place that rule lives is RequireAccess below.
 """
 
-import datetime
 import hmac
 import logging
 
@@ -36,13 +35,11 @@ import orjson
 import errors
 import tokens
 from services import audit
+from services import sessions
 
 log = logging.getLogger('frontdesk')
 LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator',
           'administrator_session')
-# A session's last activity is stamped at most this often (SPEC 13), so a read stays one
-# query; with an idle timeout shorter than twice this, at half the timeout.
-_TOUCH_AFTER = datetime.timedelta(minutes=5)
 
 
 class Caller:
@@ -92,7 +89,7 @@ class TokenAuth:
         self._by_access_token_sql = queries['auth.user_for_access_token']
         self._touch_sql = queries['auth.touch_token']
         self._idle_seconds = config.idle_seconds
-        self._touch_after = min(_TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
+        self._touch_after = sessions.touch_after(config)
         self._by_setup_token_sql = queries['auth.user_for_setup_token']
 
     def process_resource(self, req, resp, resource, params):
@@ -126,8 +123,9 @@ class TokenAuth:
             uid_ok = hmac.compare_digest(row['email'].encode(), uid.strip().lower().encode('utf-8', 'surrogatepass'))
             if not (client_ok and uid_ok):
                 return None
-            if row['now'] - row['last_used_at'] > self._touch_after:
-                conn.execute(self._touch_sql, {'token_id': row['token_id']})
+            refresh = row['now'] - row['last_used_at'] > self._touch_after
+            if refresh or not row['used']:
+                conn.execute(self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh})
         return Caller(row, token=(token, row['client'], row['expires_at']))
 
     def process_response(self, req, resp, resource, req_succeeded):

@@ -170,9 +170,10 @@ def fact_lines(facts):
             f'Device: {clean_name(facts.get("device")) or "an unknown device"}']
 
 
-def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=()):
+def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=(), link=None):
     """A security e-mail (SPEC 14): what happened, when, from which address and device,
-    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device."""
+    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device;
+    ``link``: (url, text) instead of the sign-in link."""
     body = [
         what,
         *fact_lines(facts),
@@ -181,5 +182,16 @@ def security_notice(config, kind, to_address, name, subject, what, facts, advice
                    '("Forgot password?" on the sign-in page), then end the sessions you do not '
                    'recognise under Profile, Sessions.'),
     ]
-    return _message(kind, to_address, subject, name, body, f'{config.frontend_url}/app/login',
-                    'Sign in to Frontdesk')
+    url, text = link or (f'{config.frontend_url}/app/login', 'Sign in to Frontdesk')
+    return _message(kind, to_address, subject, name, body, url, text)
+
+
+def mfa_revert_link(config, token):
+    """What the MFA-enabled e-mail says instead of the sign-in link (SPEC 12): the link
+    that undoes this enablement, for security_mail.send's ``extra``."""
+    return {
+        'advice': 'If this was you, there is nothing to do. If it was not, use the link below within 7 days: '
+                  'it turns two-factor sign-in off again, signs every device out and mails you a link to '
+                  'choose a new password.',
+        'link': (_link(config, '/app/auth/mfa_revert', token=token), 'This was not me: turn it off'),
+    }

@@ -334,7 +334,8 @@ def test_no_address_gets_a_500_where_addresses_are_read(testapp):
         body = json.dumps({'email': address, 'password': 'a long passphrase', 'account_name': 'A',
                            'user_full_name': 'A', 'token': address}).encode()
         for method, path in (('POST', '/api/v1/accounts'), ('POST', '/auth/sign_in'), ('POST', '/auth/password'),
-                             ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert')):
+                             ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert'),
+                             ('POST', '/auth/mfa_revert')):
             _send(testapp, method, path, body, {'Content-Type': 'application/json'})
 
 
