@@ -55,6 +55,9 @@ RESPONSES = {
     'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
     'needs_session': ('A credential action (the access token, sessions, MFA, e-mail or password) needs '
                       'the token headers of a sign-in; api_access_token is refused.', _ERRORS + 'needs_session', ()),
+    'reauthentication_required': ('An e-mail change needs the current password in the body, or a session '
+                                  'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
+                                  _ERRORS + 'reauthentication_required', ()),
     'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
                       'address.', _ERRORS + 'invalid_login', ()),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
@@ -137,7 +140,7 @@ Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, `
 Its values are strings, cast where the schema wants another type: `true`/`false`/`1`/`0` for \
 booleans, decimal digits for integers, an empty value for null; anything else is the usual 422.
 
-Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (the password) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come back once). Then `POST /auth/sign_in` with the password answers 206 `{"mfa_required": true, "mfa_token"}` and no token headers, and a second `POST /auth/sign_in` with `mfa_token` and `otp_code` (or `backup_code`) signs in; a password reset or a confirmation of such a user answers the same 206. A member of an account with `enforce_mfa` and without MFA gets 206 `{"mfa_setup_required": true, "mfa_token"}` instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` endpoints, and after enrolling the member signs in again with a code. The MFA endpoints refuse `api_access_token`.
+Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (no body needed) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come back once). Then `POST /auth/sign_in` with the password answers 206 `{"mfa_required": true, "mfa_token"}` and no token headers, and a second `POST /auth/sign_in` with `mfa_token` and `otp_code` (or `backup_code`) signs in (at the session limit it ends the least recently active session); a password reset or a confirmation of such a user answers the same 206. A member of an account with `enforce_mfa` and without MFA gets 206 `{"mfa_setup_required": true, "mfa_token"}` instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` endpoints, and after enrolling the member signs in again with a code. The MFA endpoints refuse `api_access_token`.
 
 Request schemas use three keywords of our own beside JSON Schema 2020-12: `notBlank: true` (a \
 string must hold a non-whitespace character), `maxBytes: N` (at most N bytes in UTF-8) and \
@@ -207,15 +210,15 @@ def _statuses(resource, method, level):
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'session', 'enrolment', 'member', 'administrator'):
+    if level in ('user', 'session', 'enrolment', 'member', 'administrator', 'administrator_session'):
         add(401, 'unauthenticated')
-    if level in ('session', 'enrolment'):
+    if level in ('session', 'enrolment', 'administrator_session') or getattr(resource, 'session_fields', {}).get(method):
         add(403, 'needs_session')
-    if level in ('optional', 'user', 'session', 'member', 'administrator') and not getattr(resource, 'before_enrolment', False):
+    if level in ('optional', 'user', 'session', 'member', 'administrator', 'administrator_session') and not getattr(resource, 'before_enrolment', False):
         add(403, 'mfa_enrollment_required')
-    if level in ('member', 'administrator'):
+    if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
-    if level == 'administrator':
+    if level in ('administrator', 'administrator_session'):
         add(401, 'not_authorized')
     if getattr(resource, 'query', {}).get(method):
         add(422, 'unprocessable')
@@ -280,7 +283,7 @@ def _operation(path_template, resource, method, schemas):
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
         'summary': summary or f'{method} {path}',
         'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION,
-                     'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
+                     'administrator_session': _SESSION, 'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
         'parameters': parameters,
         'responses': {str(status): _response(names, status, level)
                       for status, names in _statuses(resource, method, level).items()},
@@ -403,7 +406,8 @@ OPERATIONS = {
         'an unconfirmed address is a 401 with `error_code: user_not_confirmed`. 5 tries per IP per 5 '
         'minutes, 10 per address per 15 minutes.' + _TOKEN_NOTE + ' A user with two-factor sign-in gets 206 '
         '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the second request sends '
-        '`mfa_token` with `otp_code` (or `backup_code`) and signs in (bad code 400, counted: 5 per token; bad, '
+        '`mfa_token` with `otp_code` (or `backup_code`; an empty one counts as absent) and signs in, at the '
+        'session limit ending the least recently active session (bad code 400, counted: 5 per token; bad, '
         'used or expired token 401; 10 per IP and 10 per token a minute). A member of an account that '
         'requires MFA, without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as '
         'the `mfa_token` header, reaches only `/api/v1/profile/mfa*`.'),
@@ -438,6 +442,13 @@ OPERATIONS = {
         '(`.../app/auth/email_revert?token=T`, valid 7 days): restores the old address, cancels the pending '
         'change, ends every session and the access token, clears the password and mails a password-reset '
         'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.'),
+    'POST /auth/mfa_revert': (
+        'Undo turning two-factor sign-in on',
+        'With the `token` of the "this was not me" link of the MFA-enabled e-mail '
+        '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement off (MFA and its recovery '
+        'codes), ends every session and the access token, clears the password and mails a password-reset '
+        'link. 200 `{}`; a bad, used or expired token, or one whose enablement has ended (MFA turned off, or '
+        'off and on again, since) or whose address is no longer the account\'s, is 422 `Invalid token`.'),
     'GET /api/v1/password_policy': (
         'The password rules',
         'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
@@ -473,18 +484,21 @@ OPERATIONS = {
         '`mfa_token` header of an enrolment an account requires.'),
     'POST /api/v1/profile/mfa': (
         'Start two-factor enrolment',
-        'Behind the current password: a new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an '
-        '`otpauth://` URL for a QR code, and as text. MFA stays off until `/verify` gets a code from it. '
+        'A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL for a QR code, and as '
+        'text. MFA stays off until `/verify` gets a code from it. No body is needed; a `password` sent is '
+        'checked (422 when wrong). '
         'Token headers or the enrolment `mfa_token`; never `api_access_token`.'),
     'DELETE /api/v1/profile/mfa': (
         'Turn two-factor sign-in off',
-        'Needs the password and a code (`otp_code` or `backup_code`). A credential change: every other '
+        'Needs the password and a code (`otp_code` or `backup_code`; an empty one counts as absent). A '
+        'credential change: every other '
         'session, the access token and open links end; you get a security e-mail. 5 a minute.'),
     'POST /api/v1/profile/mfa/verify': (
         'Turn two-factor sign-in on',
         'The first code of the new secret turns MFA on and answers the 10 recovery codes, shown this once. '
         'A credential change: every other session, the access token and open links end; you get a security '
-        'e-mail. With the enrolment `mfa_token` it signs nobody in: sign in again, with a code. 5 a minute.'),
+        'e-mail whose link (7 days) turns this enablement off again. With the enrolment `mfa_token` it signs '
+        'nobody in: sign in again, with a code. 5 a minute.'),
     'POST /api/v1/profile/mfa/backup_codes': (
         'New recovery codes',
         'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop working. 5 a minute.'),
@@ -510,12 +524,13 @@ _USER = {
     'accounts': [_MEMBERSHIP], 'created_at': _NOW, 'type': None, 'inviter_id': None,
     'pubsub_token': 'b1Xr4UqE2Yt7NwZc5VhK9pLa', 'mfa_enabled': False,
 }
-_SESSION_EXAMPLE = {'id': 91, 'client_name': None, 'browser_name': 'Firefox', 'browser_version': '128.0',
-            'platform_name': 'Linux', 'device_name': None, 'ip_address': '203.0.113.9', 'created_at': _NOW,
+_SESSION_EXAMPLE = {'id': 91, 'client_name': 'Firefox on Windows', 'browser_name': 'Firefox',
+            'browser_version': '128.0', 'platform_name': 'Windows', 'platform_version': '10', 'device_name': None,
+            'ip_address': '203.0.113.9', 'city': None, 'country': None, 'country_code': None, 'created_at': _NOW,
             'last_activity_at': _NOW, 'expires_at': '2026-03-16T09:30:00.000Z', 'current': True}
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
-_RECOVERY_CODES = [f'{group}-K7PQ2M-XW4RTZ-B3NV6H' for group in (
-    'QRSTUV', 'WXYZ23', 'AB4567', 'CDEFGH', 'IJKLMN', 'OPQRST', 'UVWXYZ', '234567', 'ZYXWVU', 'TSRQPO')]
+_RECOVERY_CODES = ['7KQ2M9XW', 'B3NV6HTZ', 'Q0RST4VW', 'XYZ23AB4', 'C5DEF6GH', 'JKMN7PQR', 'ST8VWX9Y',
+                   'Z01234AB', 'H5J6K7M8', 'N9P0Q1R2']
 
 # Response examples by RESPONSES name.
 EXAMPLES = {
@@ -567,6 +582,7 @@ EXAMPLES = {
     'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
     'not_authorized': {'error': 'You are not authorized to do this action'},
     'needs_session': {'error': 'This action needs a signed-in session'},
+    'reauthentication_required': {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'},
     'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
     'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},
@@ -597,7 +613,8 @@ REQUEST_EXAMPLES = {
     'password_reset_create': {'email': 'ada@example.com'},
     'resend_confirmation': {'email': 'ada@example.com'},
     'email_revert': {'token': 'Zr5Tq8Wm1Kp4Xn7Bv0Cy3Hd6Fj9Lg2Sa'},
-    'mfa_enable': {'password': 'a long passphrase'},
+    'mfa_revert': {'token': 'Hd6Fj9Lg2SaZr5Tq8Wm1Kp4Xn7Bv0Cy3'},
+    'mfa_enable': {},
     'mfa_verify': {'otp_code': '492039'},
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},

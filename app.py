@@ -15,6 +15,7 @@ from forms import FormHandler
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
+from middleware.auth import RequireSessionFields
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
 from middleware.drain import DrainRequestBody
@@ -76,7 +77,8 @@ def routes(pool, queries, config, validators):
         ('/auth/password', confirmations.Password(pool, queries, config, validators)),
         ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
         ('/resend_confirmation', confirmations.PublicResendConfirmation(pool, queries, config)),
-        ('/auth/email_revert', confirmations.EmailRevert(pool, queries, config)),
+        ('/auth/email_revert', confirmations.RevertLink(pool, queries, config, 'email_revert')),
+        ('/auth/mfa_revert', confirmations.RevertLink(pool, queries, config, 'mfa_revert')),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
@@ -117,7 +119,7 @@ def check_access_declarations(route_table):
         for level in declared.values():
             if level not in LEVELS:
                 raise RuntimeError(f'{type(resource).__name__}: unknown access level {level!r}')
-            if level in ('member', 'administrator') and '{account_id' not in template:
+            if level in ('member', 'administrator', 'administrator_session') and '{account_id' not in template:
                 raise RuntimeError(f'{template}: {level} access needs an account_id in the route')
 
 
@@ -149,6 +151,7 @@ def create_app(config=None, pool=None):
         GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
+        RequireSessionFields(),
     ]
     if config.cors_allowed_origins:
         # Near the front: its process_response runs after the error serializer and the

@@ -58,6 +58,9 @@ class Config:
     max_user_sessions: int = 25
     session_idle_timeout_minutes: int | None = None
     audit_retention_days: int = 365
+    # Issue 18 (SPEC 3.4): how recent a session's last password or second-factor check must
+    # be for an e-mail change (and personal access tokens) without the current password.
+    reauth_window_minutes: int = 15
     # --- issue 14 (SPEC 16): behind a transaction-mode pooler (PgBouncer) ---
     # Off: psycopg never prepares statements (prepare_threshold=None), which such a pooler
     # cannot carry from one transaction to the next.
@@ -249,6 +252,7 @@ def load(env=None):
         max_user_sessions=_number(env, 'MAX_USER_SESSIONS', _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000), 1, 1000),
         session_idle_timeout_minutes=_number(env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600),
         audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
+        reauth_window_minutes=_number(env, 'REAUTH_WINDOW_MINUTES', 15, 1, 1440),
         # issue 14 (SPEC 16)
         prepared_statements=_bool(env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'),
         migrate_database_url=env.get('MIGRATE_DATABASE_URL') or None,

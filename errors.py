@@ -28,6 +28,7 @@ MFA_ENROLLMENT_REQUIRED_BODY = {
 }
 INVALID_MFA_TOKEN_BODY = {'error': 'Invalid or expired MFA token'}
 INVALID_CODE_BODY = {'error': 'Invalid verification code'}
+REAUTHENTICATION_REQUIRED_BODY = {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -64,6 +65,13 @@ class NeedsSession(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, NEEDS_SESSION_BODY)
+
+
+class ReauthenticationRequired(APIError):
+    """A change that needs a recent password or second-factor check, or the current password (SPEC 3.4)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, REAUTHENTICATION_REQUIRED_BODY)
 
 
 class MFAUnavailable(APIError):

@@ -10,7 +10,15 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 - ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
   requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
 - ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
-- ``administrator``: an administrator of that account (an agent gets the role 401).
+- ``administrator``: an administrator of that account (an agent gets the role 401);
+- ``administrator_session``: as ``administrator``, signed in with the token headers:
+  what touches the security of members (their sessions, the audit log) is refused to
+  integration credentials with the 403 of ``session`` (SPEC 3.4).
+
+Some fields of a body are security settings although the rest of it is not: a resource
+lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
+that carries one needs the token headers too (RequireSessionFields, after the body is
+parsed).
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
 
@@ -19,7 +27,6 @@ A member of an account that requires MFA, without MFA, is refused everywhere but
 credential (SPEC 12): the one place that rule lives is RequireAccess below.
 """
 
-import datetime
 import hmac
 import logging
 
@@ -28,12 +35,11 @@ import orjson
 import errors
 import tokens
 from services import audit
+from services import sessions
 
 log = logging.getLogger('frontdesk')
-LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator')
-# A session's last activity is stamped at most this often (SPEC 13), so a read stays one
-# query; with an idle timeout shorter than twice this, at half the timeout.
-_TOUCH_AFTER = datetime.timedelta(minutes=5)
+LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator',
+          'administrator_session')
 
 
 class Caller:
@@ -83,7 +89,7 @@ class TokenAuth:
         self._by_access_token_sql = queries['auth.user_for_access_token']
         self._touch_sql = queries['auth.touch_token']
         self._idle_seconds = config.idle_seconds
-        self._touch_after = min(_TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
+        self._touch_after = sessions.touch_after(config)
         self._by_setup_token_sql = queries['auth.user_for_setup_token']
 
     def process_resource(self, req, resp, resource, params):
@@ -117,8 +123,9 @@ class TokenAuth:
             uid_ok = hmac.compare_digest(row['email'].encode(), uid.strip().lower().encode('utf-8', 'surrogatepass'))
             if not (client_ok and uid_ok):
                 return None
-            if row['now'] - row['last_used_at'] > self._touch_after:
-                conn.execute(self._touch_sql, {'token_id': row['token_id']})
+            refresh = row['now'] - row['last_used_at'] > self._touch_after
+            if refresh or not row['used']:
+                conn.execute(self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh})
         return Caller(row, token=(token, row['client'], row['expires_at']))
 
     def process_response(self, req, resp, resource, req_succeeded):
@@ -170,7 +177,9 @@ class RequireAccess:
         role = caller.roles.get(params['account_id'])
         if role is None:
             raise errors.NotFound()
-        if level == 'administrator' and role != 'administrator':
+        if level == 'administrator_session' and caller.token is None:
+            raise errors.NeedsSession()
+        if level in ('administrator', 'administrator_session') and role != 'administrator':
             log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
                         caller.id, role, req.context.request_id)
             with self._pool.connection() as conn:
@@ -178,3 +187,20 @@ class RequireAccess:
                              facts=req.context.facts,
                              details={'method': req.method, 'route': req.uri_template, 'role': role})
             raise errors.NotAuthorized()
+
+
+class RequireSessionFields:
+    """Refuse ``resource.session_fields`` in a body sent without the token headers.
+
+    Runs after the body is parsed (JSONSchemaValidation): the rest of such a body is
+    open to the level the method declares, these fields are not (SPEC 3.4).
+    """
+
+    def process_resource(self, req, resp, resource, params):
+        fields = getattr(resource, 'session_fields', {}).get(req.method)
+        caller = req.context.get('caller')
+        if not fields or caller is None or caller.token is not None:
+            return
+        doc = req.context.get('doc')
+        if isinstance(doc, dict) and any(field in doc for field in fields):
+            raise errors.NeedsSession()

@@ -98,6 +98,8 @@ class AccountItem:
     access = {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
     responses = {'GET': {200: 'account'}, 'PUT': {200: 'account'}, 'PATCH': {200: 'account'}}
     schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
+    # Whether members must use MFA is account security: not for integration tokens (SPEC 3.4).
+    session_fields = {'PUT': ('enforce_mfa',), 'PATCH': ('enforce_mfa',)}
 
     def __init__(self, pool, queries, validators):
         self._pool = pool

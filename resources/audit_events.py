@@ -24,7 +24,7 @@ def _time(value):
 class ProfileAuditEvents:
     """The caller's own security events, newest first, keyset paged."""
 
-    access = {'GET': 'user'}
+    access = {'GET': 'session'}
     responses = {'GET': {200: 'audit_events'}}
     query = {'GET': 'audit_events_query'}
 
@@ -42,7 +42,7 @@ class ProfileAuditEvents:
 class AccountAuditEvents:
     """An account's events and its members' sign-ins, for its administrators."""
 
-    access = {'GET': 'administrator'}
+    access = {'GET': 'administrator_session'}
     responses = {'GET': {200: 'audit_events'}}
     query = {'GET': 'account_audit_events_query'}
 

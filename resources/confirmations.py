@@ -1,5 +1,5 @@
-"""/auth/confirmation, /auth/password, /auth/email_revert, /resend_confirmation and
-/api/v1/profile/resend_confirmation.
+"""/auth/confirmation, /auth/password, /auth/email_revert, /auth/mfa_revert,
+/resend_confirmation and /api/v1/profile/resend_confirmation.
 
 Using a confirmation, reset or revert link is a credential change (SPEC 3.3): it keeps no
 sign-in token but the one it issues.
@@ -150,33 +150,42 @@ def _resend(pool, queries, config, user_id=None, email=None):
                 mail.request_confirmation(conn, queries, config, row, email)
 
 
-class EmailRevert:
-    """Undo an e-mail change from the link mailed to the old address (SPEC 3.3).
+class RevertLink:
+    """Undo a change from the "this was not me" link mailed about it (SPEC 3.3, 12).
 
-    The old address comes back, the pending change goes, every sign-in token and the
-    access token are revoked and the password cleared: whoever made the change may know
-    it. A reset link goes to the restored address so that its owner can choose a new one.
+    ``email_revert``: the link mailed to the old address of an e-mail change; the old
+    address comes back and the pending change goes. ``mfa_revert``: the link of the
+    MFA-enabled e-mail; MFA goes off, if that enablement is still the user's. Either way
+    every sign-in token and the access token are revoked and the password cleared (whoever
+    made the change may know it), and a reset link goes to the address so that its owner
+    can choose a new one.
     """
 
     access = {'POST': 'public'}
     responses = {'POST': {200: 'empty'}}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
-    schemas = {'POST': 'email_revert'}
 
-    def __init__(self, pool, queries, config):
+    def __init__(self, pool, queries, config, kind):
         self._pool = pool
         self._queries = queries
         self._config = config
+        # The query that uses the link up and undoes the change (names written out, so
+        # db.check_lookups sees them); the credential change is named after the kind.
+        self._take_sql = {
+            'email_revert': queries['confirmations.take_revert_token'],
+            'mfa_revert': queries['mfa.take_revert_link'],
+        }[kind]
+        self._reason = kind
+        self.schemas = {'POST': kind}
 
     def on_post(self, req, resp):
         digest = _digest(req.context.doc, 'token')
         with self._pool.connection() as conn:
             with conn.transaction():
-                user = conn.execute(self._queries['confirmations.take_revert_token'],
-                                    {'token_digest': digest}).fetchone()
+                user = conn.execute(self._take_sql, {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                credentials.change(conn, self._queries, self._config, user['id'], reason='email_revert',
+                credentials.change(conn, self._queries, self._config, user['id'], reason=self._reason,
                                    facts=req.context.facts)
                 mail.send_reset_password(conn, self._queries, self._config, user['id'], user['name'], user['email'])
         resp.media = {}

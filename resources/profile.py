@@ -23,9 +23,9 @@ AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
     caller_document = {'GET'}
-    # 403: an e-mail or password change with api_access_token; 429: the sixth e-mail change
-    # in 24 hours (SPEC 3.3).
-    _update = {200: 'user', 403: 'needs_session', 429: 'rate_limited'}
+    # 403: an e-mail or password change with api_access_token, or an e-mail change without
+    # recent authentication (SPEC 3.4); 429: the sixth e-mail change in 24 hours (SPEC 3.3).
+    _update = {200: 'user', 403: ('needs_session', 'reauthentication_required'), 429: 'rate_limited'}
     responses = {'GET': {200: 'user'}, 'PUT': _update, 'PATCH': _update}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}

@@ -96,7 +96,8 @@ class SignIn:
             send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
 
     def _sign_in(self, conn, req, doc, user, verified_hash, second_factor=False):
-        """The session of a sign-in (SPEC 13: at the cap a browser picks one to end, 409)."""
+        """The session of a sign-in (SPEC 13: at the cap a browser's password step picks
+        one to end, 409; the second step of SPEC 12 ends the least recently active)."""
         try:
             return sessions.sign_in(conn, self._queries, self._config, user, verified_hash, req.context.facts,
                                     revoke_session_id=doc.get('revoke_session_id'),
@@ -209,7 +210,7 @@ class ProfileSessionItem:
 class MemberSessions:
     """DELETE .../agents/{user_id}/sessions: an administrator signs a member out everywhere."""
 
-    access = {'DELETE': 'administrator'}
+    access = {'DELETE': 'administrator_session'}
     responses = {'DELETE': {200: 'member_signed_out', 404: 'not_found'}}
     query = {'DELETE': 'member_sessions_query'}
 

@@ -17,7 +17,7 @@ EVENTS = (
     'sign_in_succeeded', 'sign_in_failed', 'signed_out',
     'password_changed', 'password_reset',
     'email_confirmed', 'email_change_requested', 'email_change_confirmed', 'email_change_reverted',
-    'mfa_enabled', 'mfa_disabled', 'mfa_recovery_code_used', 'mfa_backup_codes_regenerated',
+    'mfa_enabled', 'mfa_disabled', 'mfa_enabled_reverted', 'mfa_recovery_code_used', 'mfa_backup_codes_regenerated',
     'access_token_reset', 'session_revoked', 'sessions_ended_by_administrator',
     'account_settings_changed', 'access_refused',
 )

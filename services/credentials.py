@@ -14,20 +14,23 @@ ANNOUNCEMENTS = {
     'email_revert': ('email_change_reverted', None),
     'mfa_enabled': ('mfa_enabled', 'mfa_enabled'),
     'mfa_disabled': ('mfa_disabled', 'mfa_disabled'),
+    # The reset link it mails says enough.
+    'mfa_revert': ('mfa_enabled_reverted', None),
 }
 REASONS = frozenset(ANNOUNCEMENTS)
 
 
 def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_pubsub=True, facts=None,
-           session_id=None):
+           session_id=None, mail_extra=None):
     """Rotate and revoke what an earlier holder of a credential could still use.
 
     Runs inside the caller's transaction, so the event and its consequences commit
     together. ``keep_client`` is the one sign-in token that stays (the caller's, or the
     one a reset or confirmation has just issued; None: none stays). One-time links are
-    voided except e-mail revert links and the link confirming a still unconfirmed user's
-    own address (sql/queries/credentials.sql says why). The change is also announced:
-    its audit event and security e-mail (``facts`` and ``session_id`` as for announce).
+    voided except revert links and the link confirming a still unconfirmed user's own
+    address (sql/queries/credentials.sql says why). The change is also announced: its
+    audit event and security e-mail (``facts``, ``session_id`` and ``mail_extra`` as for
+    announce).
     """
     if reason not in REASONS:
         raise ValueError(f'unknown credential change {reason!r}')
@@ -37,15 +40,17 @@ def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_p
         'access_token': tokens.new_token(),
         'pubsub_token': tokens.new_token() if rotate_pubsub else None,
     })
-    announce(conn, queries, config, user_id, reason, facts=facts, session_id=session_id)
+    announce(conn, queries, config, user_id, reason, facts=facts, session_id=session_id,
+             mail_extra=mail_extra)
 
 
-def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=None):
+def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=None, mail_extra=None):
     """The audit event and the security e-mail of a credential change (SPEC 14).
 
     ``facts``: the RequestFacts of the request that made the change (address, device,
     session);
-    ``session_id``: the session a reset or confirmation has just opened, when there is one.
+    ``session_id``: the session a reset or confirmation has just opened, when there is one;
+    ``mail_extra``: what the e-mail adds (security_mail.send's ``extra``).
     """
     event, mail_kind = ANNOUNCEMENTS[reason]
     audit.record(conn, queries, event, subject_id=user_id, actor_id=user_id, facts=facts,
@@ -53,4 +58,4 @@ def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=N
     if mail_kind is not None:
         contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
         security_mail.send(conn, queries, config, mail_kind, user_id=user_id, to_address=contact['email'],
-                           name=contact['name'], facts=facts)
+                           name=contact['name'], facts=facts, extra=mail_extra)

@@ -11,14 +11,14 @@ FIELDS = ('browser_name', 'browser_version', 'platform_name', 'device_name')
 
 @functools.lru_cache(maxsize=512)
 def device(user_agent):
-    """What the User-Agent says: client, browser, version, platform and device names.
+    """What the User-Agent says: client, browser and platform names and versions, device.
 
     uap-core's rules (ua-parser) read the string; 'Other' is its word for "unknown",
     given here as None. client_name is what a person would call it ("Firefox on Linux").
     """
     result = ua_parser.parse(user_agent or '')
     browser = _known(result.user_agent and result.user_agent.family)
-    version = result.user_agent and '.'.join(filter(None, (result.user_agent.major, result.user_agent.minor)))
+    version = _version(result.user_agent)
     platform = _known(result.os and result.os.family)
     device_name = _known(result.device and result.device.family)
     if device_name in ('Spider', 'Generic Smartphone', 'Generic Feature Phone'):
@@ -27,10 +27,17 @@ def device(user_agent):
     return {
         'client_name': client_name[:255] if client_name else None,
         'browser_name': browser,
-        'browser_version': (version or None) and version[:100],
+        'browser_version': version,
         'platform_name': platform,
+        'platform_version': _version(result.os),
         'device_name': device_name,
     }
+
+
+def _version(part):
+    """'17.4' of a parsed browser or operating system; None when it has none."""
+    version = part and '.'.join(filter(None, (part.major, part.minor)))
+    return (version or None) and version[:100]
 
 
 def _known(name):

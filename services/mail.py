@@ -57,11 +57,16 @@ def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
             'text_body': text + '\n', 'html_body': html_body}
 
 
-def confirmation_message(config, name, to_address, token, new_address=False):
+def confirmation_message(config, name, to_address, token, new_address=False, revert_until=None):
+    """``revert_until``: when the revert link of the old address expires (SPEC 3.4), if one was sent."""
     link = _link(config, '/app/auth/confirmation', confirmation_token=token)
     lines = (['Please confirm your new e-mail address.'] if new_address
              else ['Welcome to Frontdesk! Please confirm your e-mail address to finish signing up.'])
     lines.append('The link works once and expires in 3 days.')
+    if new_address and revert_until is not None:
+        when = revert_until.astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+        lines.append(f'The account becomes this address\'s for good on {when}: until then the previous '
+                     'address can undo the change, as it was told.')
     subject = 'Confirm your new email address' if new_address else 'Confirmation Instructions'
     return _message('confirmation', to_address, subject, name, lines, link, 'Confirm my account')
 
@@ -104,10 +109,11 @@ def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
     return token
 
 
-def send_confirmation(conn, queries, config, user_id, name, to_address, new_address=False):
+def send_confirmation(conn, queries, config, user_id, name, to_address, new_address=False, revert_until=None):
     """Issue a confirmation token for ``to_address`` and queue its e-mail."""
     token = _issue(conn, queries, user_id, 'confirmation', to_address, CONFIRMATION_LIFESPAN)
-    conn.execute(queries['mail.enqueue'], confirmation_message(config, name, to_address, token, new_address))
+    conn.execute(queries['mail.enqueue'],
+                 confirmation_message(config, name, to_address, token, new_address, revert_until))
 
 
 def send_reset_password(conn, queries, config, user_id, name, to_address):
@@ -138,7 +144,8 @@ def request_confirmation(conn, queries, config, target, email):
     None when there is nothing to confirm for ``email``: POST /resend_confirmation)."""
     token = tokens.new_token()
     message = confirmation_message(config, target and target['name'], target['to_address'] if target else email,
-                                   token, new_address=bool(target and target['new_address']))
+                                   token, new_address=bool(target and target['new_address']),
+                                   revert_until=target and target['revert_until'])
     _enqueue_or_suppress(conn, queries, 'confirmation', CONFIRMATION_LIFESPAN, target and target['id'], token,
                          message)
 
@@ -163,9 +170,10 @@ def fact_lines(facts):
             f'Device: {clean_name(facts.get("device")) or "an unknown device"}']
 
 
-def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=()):
+def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=(), link=None):
     """A security e-mail (SPEC 14): what happened, when, from which address and device,
-    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device."""
+    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device;
+    ``link``: (url, text) instead of the sign-in link."""
     body = [
         what,
         *fact_lines(facts),
@@ -174,5 +182,16 @@ def security_notice(config, kind, to_address, name, subject, what, facts, advice
                    '("Forgot password?" on the sign-in page), then end the sessions you do not '
                    'recognise under Profile, Sessions.'),
     ]
-    return _message(kind, to_address, subject, name, body, f'{config.frontend_url}/app/login',
-                    'Sign in to Frontdesk')
+    url, text = link or (f'{config.frontend_url}/app/login', 'Sign in to Frontdesk')
+    return _message(kind, to_address, subject, name, body, url, text)
+
+
+def mfa_revert_link(config, token):
+    """What the MFA-enabled e-mail says instead of the sign-in link (SPEC 12): the link
+    that undoes this enablement, for security_mail.send's ``extra``."""
+    return {
+        'advice': 'If this was you, there is nothing to do. If it was not, use the link below within 7 days: '
+                  'it turns two-factor sign-in off again, signs every device out and mails you a link to '
+                  'choose a new password.',
+        'link': (_link(config, '/app/auth/mfa_revert', token=token), 'This was not me: turn it off'),
+    }

@@ -25,6 +25,7 @@ import errors
 import tokens
 from services import audit
 from services import credentials
+from services import mail
 from services import passwords
 from services import security_mail
 
@@ -37,11 +38,22 @@ CHALLENGE_LIFESPAN = datetime.timedelta(minutes=5)
 SETUP_LIFESPAN = datetime.timedelta(minutes=15)
 MAX_WRONG_CODES = 5
 RECOVERY_CODE_COUNT = 10
-# 4 groups of 6 base32 characters: 120 random bits.
-_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
-_GROUPS, _GROUP_LENGTH = 4, 6
-# Characters people type for the ones base32 leaves out.
-_LOOKALIKES = str.maketrans({'0': 'O', '1': 'I', '8': 'B'})
+# 8 characters of Crockford's base32, 40 random bits: the reference clients' code fields
+# hold exactly 8 characters (SPEC 12).
+CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+RECOVERY_CODE_LENGTH = 8
+# Crockford's decoding: the letters people type for the digits they look like.
+_CROCKFORD_LOOKALIKES = str.maketrans({'I': '1', 'L': '1', 'O': '0'})
+# 40 bits need a slow hash (NIST SP 800-63B 5.1.2): scrypt with 4 MiB, about 10 ms on
+# one core. One derivation checks a code against the whole batch (one salt per batch).
+_KDF = {'n': 2 ** 12, 'r': 8, 'p': 1, 'dklen': 32}
+_SALT_BYTES = 16
+_NO_MATCH = bytes(32)
+# The codes issued before migration 0010: 4 groups of 6 base32 characters (120 bits), kept
+# as bare SHA-256 digests (salt NULL), typed with the look-alikes of that alphabet.
+_LEGACY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
+_LEGACY_LENGTH = 24
+_LEGACY_LOOKALIKES = str.maketrans({'0': 'O', '1': 'I', '8': 'B'})
 _SEPARATORS = re.compile(r'[\s-]+')
 _CODE = re.compile(r'^[0-9]{6}$')
 
@@ -125,35 +137,60 @@ def code_step(secret, code, last_step, now=None):
 
 
 def _new_recovery_code():
-    groups = (''.join(secrets.choice(_ALPHABET) for _ in range(_GROUP_LENGTH)) for _ in range(_GROUPS))
-    return '-'.join(groups)
+    return ''.join(secrets.choice(CROCKFORD) for _ in range(RECOVERY_CODE_LENGTH))
 
 
-def _recovery_digest(code):
-    """SHA-256 of the code as typed without separators, case or look-alikes; None if malformed."""
+def _typed(code, alphabet, length, lookalikes):
+    """``code`` as issued, whatever its case, spaces, dashes and look-alikes; None if it
+    cannot be one of ``length`` characters of ``alphabet``."""
     if not isinstance(code, str):
         return None
-    normal = _SEPARATORS.sub('', code).upper().translate(_LOOKALIKES)
-    if len(normal) != _GROUPS * _GROUP_LENGTH or not set(normal) <= set(_ALPHABET):
+    normal = _SEPARATORS.sub('', code).upper().translate(lookalikes)
+    if len(normal) != length or not set(normal) <= set(alphabet):
         return None
-    return hashlib.sha256(normal.encode('ascii')).digest()
+    return normal
+
+
+def _derive(code, salt):
+    return hashlib.scrypt(code.encode('ascii'), salt=salt, **_KDF)
+
+
+def _expected_digest(code, salt, derived):
+    """What a stored digest with ``salt`` equals when ``code`` is its code.
+
+    ``derived`` caches one derivation per salt, so a batch costs one.
+    """
+    if salt is None:  # a 24-character code of before migration 0010
+        legacy = _typed(code, _LEGACY_ALPHABET, _LEGACY_LENGTH, _LEGACY_LOOKALIKES)
+        return hashlib.sha256(legacy.encode('ascii')).digest() if legacy else _NO_MATCH
+    salt = bytes(salt)
+    if salt not in derived:
+        typed = _typed(code, CROCKFORD, RECOVERY_CODE_LENGTH, _CROCKFORD_LOOKALIKES)
+        derived[salt] = _derive(typed, salt) if typed else _NO_MATCH
+    return derived[salt]
 
 
 def new_recovery_codes(conn, queries, user_id):
     """Replace the user's recovery codes with new ones; return them (shown once)."""
-    codes = [_new_recovery_code() for _ in range(RECOVERY_CODE_COUNT)]
+    codes = []
+    while len(codes) < RECOVERY_CODE_COUNT:
+        code = _new_recovery_code()
+        if code not in codes:  # one salt for the batch: a twin would share a digest
+            codes.append(code)
+    salt = os.urandom(_SALT_BYTES)
     conn.execute(queries['mfa.replace_recovery_codes'],
-                 {'user_id': user_id, 'digests': [_recovery_digest(code) for code in codes]})
+                 {'user_id': user_id, 'salt': salt, 'digests': [_derive(code, salt) for code in codes]})
     return codes
 
 
 def use_recovery_code(conn, queries, user_id, code):
     """Use up ``code`` when it is one of the user's unused codes; True when it was."""
-    wanted = _recovery_digest(code) or b'\x00' * 32
     rows = conn.execute(queries['mfa.unused_recovery_codes'], {'user_id': user_id}).fetchall()
+    derived = {}
     match = None
     for row in rows:
         # Compared with each one, in constant time: the answer's timing names none.
+        wanted = _expected_digest(code, row['salt'], derived)
         if hmac.compare_digest(bytes(row['code_digest']), wanted) and match is None:
             match = row['id']
     if match is None:
@@ -161,11 +198,19 @@ def use_recovery_code(conn, queries, user_id, code):
     return conn.execute(queries['mfa.use_recovery_code'], {'id': match}).fetchone() is not None
 
 
+def _given(code):
+    """A code as sent; an empty one counts as absent (SPEC 12: the reference dashboard
+    sends ``otp_code: ""`` beside a recovery code, and ``backup_code: ""`` beside a TOTP code)."""
+    return None if isinstance(code, str) and not code.strip() else code
+
+
 def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
     """Check and use up a TOTP code or a recovery code of the locked ``user`` row.
 
     Returns 'otp' or 'recovery_code' for the factor that passed, None when none did.
+    An empty code counts as absent.
     """
+    otp_code, backup_code = _given(otp_code), _given(backup_code)
     if otp_code is not None:
         step = code_step(unseal(config, user['id'], user['otp_secret']), otp_code, user['otp_last_step'])
         if step is None:
@@ -194,10 +239,15 @@ def status(conn, queries, config, user_id):
     return {'feature_available': available(config), **row}
 
 
-def start_enrolment(conn, queries, config, user_id, password):
-    """A new pending secret behind the current password; the provisioning URL and secret."""
+def start_enrolment(conn, queries, config, user_id, password=None):
+    """A new pending secret; the provisioning URL and secret.
+
+    ``password`` is checked when sent, and need not be (SPEC 12: the reference dashboard
+    sends none). The "this was not me" link of the MFA-enabled e-mail is what undoes an
+    enrolment made with someone else's session.
+    """
     user = _lock_user(conn, queries, user_id)
-    if not (isinstance(password, str) and passwords.check_password(password, user['encrypted_password'])):
+    if password is not None and not passwords.check_password(password, user['encrypted_password']):
         raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
@@ -210,7 +260,8 @@ def start_enrolment(conn, queries, config, user_id, password):
 
 
 def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
-    """Turn MFA on with the pending secret: a credential change (SPEC 3.3)."""
+    """Turn MFA on with the pending secret: a credential change (SPEC 3.3), whose e-mail
+    carries the link that undoes this enablement (SPEC 12)."""
     user = _lock_user(conn, queries, user_id)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
@@ -219,8 +270,12 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
     if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
         raise errors.Unprocessable(message=INVALID_CODE)
     conn.execute(queries['mfa.enable'], {'user_id': user_id})
+    token = tokens.new_token()
+    # Revert links survive the credential change below, as e-mail revert links do.
+    conn.execute(queries['mfa.issue_revert_link'],
+                 {'user_id': user_id, 'token_digest': tokens.digest(token), 'lifespan': mail.REVERT_LIFESPAN})
     credentials.change(conn, queries, config, user_id, reason='mfa_enabled', keep_client=keep_client,
-                       facts=facts)
+                       facts=facts, mail_extra=mail.mfa_revert_link(config, token))
     return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 

@@ -1,5 +1,7 @@
 """PUT /api/v1/profile (SPEC 5.4): every check first, then the writes in one transaction."""
 
+import datetime
+
 from psycopg.types.json import Jsonb
 
 import errors
@@ -8,6 +10,7 @@ from services import avatars
 from services import mail
 from services import passwords
 from services import security_mail
+from services import sessions
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
 PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui_settings')
@@ -42,6 +45,7 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
                 raise errors.NeedsSession()
             _check(config, validator, doc, profile, user)
             if new_email:
+                _check_recent_authentication(conn, queries, config, profile, user, facts)
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending one.
@@ -63,6 +67,20 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
     if stored:
         avatars.remove(config.avatar_dir, user['avatar'])
     return user_doc
+
+
+def _check_recent_authentication(conn, queries, config, profile, user, facts):
+    """An e-mail change needs the current password, or a session that checked one (or a
+    second factor) within REAUTH_WINDOW_MINUTES (SPEC 3.4): a stolen session alone cannot
+    move the account. A current password that is sent must be right (the 422 of 5.4)."""
+    current = profile.get('current_password')
+    session_id = facts.session_id if facts else None
+    if current is not None:
+        if not (isinstance(current, str) and passwords.check_password(current, user['encrypted_password'])):
+            raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
+        sessions.mark_authenticated(conn, queries, session_id)
+    elif not sessions.recently_authenticated(conn, queries, config, session_id):
+        raise errors.ReauthenticationRequired()
 
 
 def _count_email_change(conn, queries, user_id):
@@ -92,14 +110,20 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email, fa
     """The link to the new address, or a notice to its owner; a revert link to the old one.
 
     A taken address gets the same answer and the same pending state as a free one (no
-    oracle, SPEC 3.3), but no link: its owner is told someone tried to use it.
+    oracle, SPEC 3.3), but no link: its owner is told someone tried to use it. Only a
+    confirmed old address gets a revert link (SPEC 3.4): an unproven one may be anybody's,
+    and the link would reserve it for this user.
     """
+    # Ownership moves when the revert window closes (SPEC 3.4); the new address is told when.
+    revert_until = datetime.datetime.now(datetime.timezone.utc) + mail.REVERT_LIFESPAN if user['confirmed'] else None
     if user['email_taken']:
         mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
     else:
-        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True)
-    mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
-                                  security_mail.origin(facts))
+        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True,
+                               revert_until=revert_until)
+    if user['confirmed']:
+        mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
+                                      security_mail.origin(facts))
 
 
 def _write(conn, queries, config, user_id, patch):

@@ -45,7 +45,8 @@ def send(conn, queries, config, kind, *, user_id, to_address, name, facts=None, 
     """Queue one security e-mail (SPEC 14) through the outbox.
 
     ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
-    override the kind's, or any of ``when``, ``ip_address``, ``device`` to override what
+    override the kind's, ``advice`` and ``link`` (url, text) to replace the sign-in link
+    and what to do, or any of ``when``, ``ip_address``, ``device`` to override what
     the request says. ``user_id`` is the recipient's (kept for the callers' symmetry with
     audit.record; the message itself needs only the address).
     """
@@ -54,5 +55,5 @@ def send(conn, queries, config, kind, *, user_id, to_address, name, facts=None, 
     notice = mail.security_notice(
         config, kind, to_address, name, extra.pop('subject', subject), extra.pop('what', what),
         {**origin(facts), **{key: extra[key] for key in ('when', 'ip_address', 'device') if key in extra}},
-        lines=extra.get('lines', ()))
+        advice=extra.get('advice'), lines=extra.get('lines', ()), link=extra.get('link'))
     conn.execute(queries['mail.enqueue'], notice)

@@ -1,5 +1,7 @@
 """Sessions (sign-in tokens, SPEC 13): issuing one, the per-user cap, listing and ending them."""
 
+import datetime
+
 import orjson
 
 import tokens
@@ -10,6 +12,9 @@ from services.devices import request_device
 
 BROWSER_MARK = 'Mozilla'
 NO_SESSION = 0  # an id no session has: the "current" of a list seen from outside
+# A session's last activity is stamped at most this often (SPEC 13), so a read stays one
+# query; with an idle timeout shorter than twice this, at half the timeout.
+TOUCH_AFTER = datetime.timedelta(minutes=5)
 
 
 class PasswordChanged(Exception):
@@ -31,6 +36,11 @@ class Issued(tuple):
         issued = super().__new__(cls, (token, client, expires_at))
         issued.id = session_id
         return issued
+
+
+def touch_after(config):
+    """How often at most a session's last activity is stamped (middleware/auth.py)."""
+    return min(TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
 
 
 def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker=False):
@@ -57,6 +67,7 @@ def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker
         'lifespan_days': config.token_lifespan_days,
         'keep': config.max_user_sessions - 1,
         'idle_seconds': config.idle_seconds,
+        'touch_seconds': touch_after(config).total_seconds(),
         **request_device(facts),
     }).fetchone()
     return Issued(token, client, issued['expires_at'], issued['id'])
@@ -92,6 +103,22 @@ def revoke_one(conn, queries, user_id, session_id, facts=None):
     return True
 
 
+def recently_authenticated(conn, queries, config, session_id):
+    """Whether session ``session_id`` checked a password or a second factor within
+    REAUTH_WINDOW_MINUTES (SPEC 3.4); False for no session (an integration token)."""
+    if session_id is None:
+        return False
+    row = conn.execute(queries['sessions.recently_authenticated'],
+                       {'session_id': session_id, 'window_minutes': config.reauth_window_minutes}).fetchone()
+    return row is not None and row['recent']
+
+
+def mark_authenticated(conn, queries, session_id):
+    """Session ``session_id`` has just checked the user's password or a second factor."""
+    if session_id is not None:
+        conn.execute(queries['sessions.mark_authenticated'], {'session_id': session_id})
+
+
 def check_password_unchanged(conn, queries, user_id, verified_hash):
     """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its password."""
     lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
@@ -106,7 +133,9 @@ def sign_in(conn, queries, config, user, verified_hash, facts, revoke_session_id
     audit event and, from a browser and platform new to this user, the security e-mail.
 
     Inside the caller's transaction; raises PasswordChanged or LimitReached (nothing is
-    then written). Returns the Issued session.
+    then written). The second step of an MFA sign-in (``second_factor``) never raises
+    LimitReached: the reference dashboard's code form has no session picker (SPEC 12), so
+    at the cap it ends the least recently active session. Returns the Issued session.
     """
     user_id = user['id']
     # The password was checked outside this lock; MFA may have come on since (SPEC 12)
@@ -122,7 +151,8 @@ def sign_in(conn, queries, config, user, verified_hash, facts, revoke_session_id
     seen = conn.execute(queries['sessions.known_device'], {
         'user_id': user_id, 'browser_name': device['browser_name'], 'platform_name': device['platform_name'],
     }).fetchone()
-    issued = issue(conn, queries, config, user_id, facts=facts, picker=is_browser(facts))
+    issued = issue(conn, queries, config, user_id, facts=facts,
+                   picker=is_browser(facts) and not second_factor)
     audit.record(conn, queries, 'sign_in_succeeded', subject_id=user_id, actor_id=user_id, facts=facts,
                  session_id=issued.id, details={key: device[key] for key in devices.FIELDS})
     if seen['has_history'] and not seen['known']:

@@ -303,7 +303,9 @@ CREATE TABLE public.mfa_recovery_codes (
     code_digest bytea NOT NULL,
     used_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT mfa_recovery_codes_code_digest_check CHECK ((octet_length(code_digest) = 32))
+    salt bytea,
+    CONSTRAINT mfa_recovery_codes_code_digest_check CHECK ((octet_length(code_digest) = 32)),
+    CONSTRAINT mfa_recovery_codes_salt_check CHECK ((octet_length(salt) = 16))
 );
 
 ALTER TABLE public.mfa_recovery_codes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -324,8 +326,10 @@ CREATE TABLE public.one_time_tokens (
     expires_at timestamp with time zone NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     failed_attempts integer DEFAULT 0 NOT NULL,
+    mfa_enabled_at timestamp with time zone,
     CONSTRAINT one_time_tokens_failed_attempts_check CHECK ((failed_attempts >= 0)),
-    CONSTRAINT one_time_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['confirmation'::text, 'reset_password'::text, 'email_revert'::text, 'mfa_challenge'::text, 'mfa_setup'::text]))),
+    CONSTRAINT one_time_tokens_mfa_revert_enablement CHECK (((purpose = 'mfa_revert'::text) = (mfa_enabled_at IS NOT NULL))),
+    CONSTRAINT one_time_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['confirmation'::text, 'reset_password'::text, 'email_revert'::text, 'mfa_challenge'::text, 'mfa_setup'::text, 'mfa_revert'::text]))),
     CONSTRAINT one_time_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32))
 );
 
@@ -367,12 +371,16 @@ CREATE TABLE public.user_tokens (
     browser_version text,
     platform_name text,
     device_name text,
+    authenticated_at timestamp with time zone DEFAULT now() NOT NULL,
+    platform_version text,
+    used boolean DEFAULT false NOT NULL,
     CONSTRAINT user_tokens_browser_name_check CHECK ((char_length(browser_name) <= 100)),
     CONSTRAINT user_tokens_browser_version_check CHECK ((char_length(browser_version) <= 100)),
     CONSTRAINT user_tokens_client_name_check CHECK ((char_length(client_name) <= 255)),
     CONSTRAINT user_tokens_device_name_check CHECK ((char_length(device_name) <= 100)),
     CONSTRAINT user_tokens_ip_address_check CHECK ((char_length(ip_address) <= 64)),
     CONSTRAINT user_tokens_platform_name_check CHECK ((char_length(platform_name) <= 100)),
+    CONSTRAINT user_tokens_platform_version_check CHECK ((char_length(platform_version) <= 100)),
     CONSTRAINT user_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32)),
     CONSTRAINT user_tokens_user_agent_check CHECK ((char_length(user_agent) <= 512))
 );
@@ -463,6 +471,8 @@ CREATE INDEX audit_events_subject_idx ON public.audit_events USING btree (subjec
 CREATE INDEX email_change_requests_user_idx ON public.email_change_requests USING btree (user_id, created_at);
 
 CREATE INDEX mail_outbox_pending_idx ON public.mail_outbox USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX one_time_tokens_revert_email_idx ON public.one_time_tokens USING btree (email) WHERE (purpose = 'email_revert'::text);
 
 CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (user_id, purpose);
 

@@ -84,10 +84,12 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     session_item = sessions + f'/{{session_id:{app_module.ID}}}'
     assert declared[sessions] == {'GET': 'session', 'DELETE': 'session'}
     assert declared[session_item] == {'DELETE': 'session'}
-    assert declared[account + '/audit_events'] == {'GET': 'administrator'}
+    # Members' security is not for integration credentials (SPEC 3.4).
+    assert declared[account + '/audit_events'] == {'GET': 'administrator_session'}
     assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
-        'DELETE': 'administrator'
+        'DELETE': 'administrator_session'
     }
+    assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
     # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.
     mfa_routes = (
         '/api/v1/profile/mfa',
@@ -102,6 +104,7 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
             sessions,
             session_item,
             *mfa_routes,
+            '/api/v1/profile/audit_events',
         ):
             assert set(access.values()) == {'user'}, template
     assert all(

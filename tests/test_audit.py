@@ -223,8 +223,7 @@ def test_own_events_newest_first_with_keyset_paging(testapp, make_user):
     assert set(event) == {'id', 'created_at', 'event', 'actor_id', 'subject_id', 'account_id', 'ip_address',
                           'user_agent', 'session_id', 'details'}
     assert event['created_at'].endswith('Z') and event['subject_id'] == user.id
-    # With api_access_token too: reading is not a credential action.
-    whole = testapp.get('/api/v1/profile/audit_events', headers={'api_access_token': user.access_token}).json
+    whole = testapp.get('/api/v1/profile/audit_events', headers=user.headers).json
     assert len(whole['events']) == 6 and whole['next_before'] is None
 
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.test_rate_limits import fresh_ip
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
 from tests.support.servers import http
@@ -245,10 +246,15 @@ def test_a_revert_voids_the_revert_links_mailed_after_it(testapp, conn, make_use
     assert conn.execute('SELECT email FROM users WHERE id = %s', (owner.id,)).fetchone()['email'] == owner.email
 
 
+# The two "this was not me" links: an e-mail change's, and MFA turned on's (SPEC 12).
+REVERT_PATHS = ('/auth/email_revert', '/auth/mfa_revert')
+
+
+@pytest.mark.parametrize('path', REVERT_PATHS)
 @pytest.mark.parametrize('body', [{}, {'token': ''}, {'token': None}, {'token': 7}, {'token': ['x']},
                                   {'token': 'not-a-token'}])
-def test_a_bad_revert_token_is_a_422(testapp, body):
-    assert testapp.post_json('/auth/email_revert', body, status=422).json == INVALID_TOKEN
+def test_a_bad_revert_token_is_a_422(testapp, body, path):
+    assert testapp.post_json(path, body, status=422).json == INVALID_TOKEN
 
 
 def test_an_expired_revert_token_is_a_422(testapp, conn, make_user):
@@ -260,12 +266,13 @@ def test_an_expired_revert_token_is_a_422(testapp, conn, make_user):
     assert testapp.post_json('/auth/email_revert', {'token': token}, status=422).json == INVALID_TOKEN
 
 
-def test_email_revert_is_rate_limited_like_reset_requests(make_testapp):
+@pytest.mark.parametrize('path', REVERT_PATHS)
+def test_revert_links_are_rate_limited_like_reset_requests(make_testapp, path):
     limited = make_testapp(RATE_LIMITS='on')
-    headers = {'X-Real-IP': '192.0.2.77'}
+    headers = {'X-Real-IP': fresh_ip()}
     for _ in range(5):
-        limited.post_json('/auth/email_revert', {'token': 'guess'}, headers=headers, status=422)
-    answer = limited.post_json('/auth/email_revert', {'token': 'guess'}, headers=headers, status=429)
+        limited.post_json(path, {'token': 'guess'}, headers=headers, status=422)
+    answer = limited.post_json(path, {'token': 'guess'}, headers=headers, status=429)
     assert answer.json == {'message': 'Retry later'} and int(answer.headers['Retry-After']) > 0
 
 

@@ -116,8 +116,7 @@ def test_enrol_verify_sign_in_recovery_codes_regenerate_disable(testapp, make_us
     assert second_step(testapp, challenge(testapp, user), status=400, otp_code=app.code(0)).json == INVALID_CODE
 
     # A recovery code once, not twice, typed any which way.
-    sloppy = codes[0].lower().replace('-', ' ')
-    second_step(testapp, challenge(testapp, user), backup_code=sloppy)
+    second_step(testapp, challenge(testapp, user), backup_code=sloppy(codes[0]))
     assert second_step(testapp, challenge(testapp, user), status=400, backup_code=codes[0]).json == INVALID_CODE
     assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['backup_codes_remaining'] == 9
 
@@ -175,10 +174,25 @@ def test_a_stolen_api_token_cannot_enrol_an_authenticator(testapp, make_user, co
     assert conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()['otp_secret'] is None
 
 
-@pytest.mark.parametrize('body', [{}, {'password': ''}, {'password': 'not the password'}, {'password': None}])
-def test_enrolment_needs_the_current_password(testapp, make_user, conn, body):
+def test_enrolment_starts_without_a_body(testapp, make_user, conn):
+    """The reference dashboard 4.15 sends POST /api/v1/profile/mfa with no body (SPEC 12)."""
+    user = make_user()
+    started = testapp.post('/api/v1/profile/mfa', headers=user.headers).json
+    assert started['provisioning_url'].endswith(f'?secret={started["secret"]}&issuer=Frontdesk')
+    assert conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()['otp_secret'] is not None
+    again = testapp.post_json('/api/v1/profile/mfa', {}, headers=user.headers).json
+    app = Authenticator(again['provisioning_url'])
+    testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': app.code(0)}, headers=user.headers)
+    assert testapp.get('/api/v1/profile', headers=user.headers).json['mfa_enabled'] is True
+
+
+@pytest.mark.parametrize('body', [{'password': ''}, {'password': 'not the password'}, {'password': None}])
+def test_a_password_sent_at_enrolment_is_checked(testapp, make_user, conn, body):
     user = make_user()
     testapp.post_json('/api/v1/profile/mfa', body, headers=user.headers, status=422)
+    if body['password'] is not None:
+        assert testapp.post_json('/api/v1/profile/mfa', body, headers=user.headers, status=422).json == {
+            'message': 'Invalid current password'}
     assert conn.execute('SELECT otp_secret FROM users WHERE id = %s', (user.id,)).fetchone()['otp_secret'] is None
 
 
@@ -217,11 +231,53 @@ def test_sealed_secrets_open_only_for_their_user_and_key(config):
     assert mfa.seal(config, 7, 'JBSWY3DPEHPK3PXP') != sealed  # a fresh nonce each time
 
 
-def test_recovery_codes_carry_120_bits():
-    code = mfa._new_recovery_code()
-    groups = code.split('-')
-    assert [len(group) for group in groups] == [6, 6, 6, 6]
-    assert set(''.join(groups)) <= set('ABCDEFGHIJKLMNOPQRSTUVWXYZ234567')  # 5 bits a character: 120 bits
+def sloppy(code):
+    """``code`` as a person may type it: lower case, a dash and a space, I/L for 1, O for 0."""
+    typed = code.replace('1', 'l').replace('0', 'O').lower()
+    return f' {typed[:4]}-{typed[4:]} '
+
+
+def test_recovery_codes_are_8_crockford_characters(testapp, make_user):
+    """The reference clients' code fields hold exactly 8 characters (SPEC 12)."""
+    _, codes = enable(testapp, make_user())
+    assert len(set(codes)) == 10
+    assert all(re.fullmatch('[0-9A-HJKMNP-TV-Z]{8}', code) for code in codes), codes  # 5 bits each: 40 bits
+
+
+def test_a_recovery_code_is_read_in_any_case_and_works_once(testapp, make_user):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    for code in codes[:3]:
+        second_step(testapp, challenge(testapp, user), backup_code=sloppy(code))
+        assert second_step(testapp, challenge(testapp, user), status=400, backup_code=code).json == INVALID_CODE
+    # Typed from the mobile app's 8-character field, as issued.
+    second_step(testapp, challenge(testapp, user), backup_code=codes[3])
+    for junk in (codes[4][:7], codes[4] + 'X', codes[4].replace(codes[4][0], 'U', 1), '', '-' * 8):
+        second_step(testapp, challenge(testapp, user), status=400, backup_code=junk)
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['backup_codes_remaining'] == 6
+
+
+def test_recovery_codes_of_before_migration_0010_still_work(testapp, make_user, conn):
+    """The 24-character codes of 0009 were stored as bare SHA-256 (salt NULL): kept valid."""
+    user = make_user()
+    enable(testapp, user)
+    old_code = 'ABCDEF-GHIJKL-MNOPQR-STUVWX'
+    conn.execute('INSERT INTO mfa_recovery_codes (user_id, code_digest) VALUES (%s, sha256(%s))',
+                 (user.id, old_code.replace('-', '').encode()))
+    second_step(testapp, challenge(testapp, user), backup_code='abcdef ghijkl mn0pqr stuvwx')
+    second_step(testapp, challenge(testapp, user), status=400, backup_code=old_code)
+
+
+def test_the_kdf_check_costs_one_derivation_per_batch(monkeypatch):
+    derived = []
+    real = mfa._derive
+    monkeypatch.setattr(mfa, '_derive', lambda code, salt: derived.append(code) or real(code, salt))
+    salt = bytes(16)
+    cache = {}
+    wanted = {mfa._expected_digest('ab-cd efgh', salt, cache) for _ in range(10)}
+    assert derived == ['ABCDEFGH'] and wanted == {real('ABCDEFGH', salt)}
+    # A malformed code costs none (its shape is no secret).
+    assert mfa._expected_digest('ABCDEFG', b'\x01' * 16, {}) == bytes(32) and derived == ['ABCDEFGH']
 
 
 # The reference system's bypasses, each refused.
@@ -337,7 +393,8 @@ def test_disabling_needs_a_second_factor_as_well_as_the_password(testapp, make_u
     user = make_user()
     app, codes = enable(testapp, user)
     for body in ({'password': user.password}, {'password': user.password, 'otp_code': wrong_code(app)},
-                 {'password': user.password, 'backup_code': 'AAAAAA-AAAAAA-AAAAAA-AAAAAA'},
+                 {'password': user.password, 'backup_code': 'AAAAAAAA'},
+                 {'password': user.password, 'otp_code': '', 'backup_code': ''},
                  {'otp_code': app.code(0)}, {'backup_code': codes[0]}):
         testapp.delete_json('/api/v1/profile/mfa', body, headers=user.headers, status=422)
     assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is True
@@ -588,10 +645,10 @@ def test_an_email_revert_turns_off_the_takers_mfa(testapp, make_user, conn, quer
     from tests.test_confirmations import queued_token
     owner = make_user()
     old_address = owner.email
-    enable(testapp, owner)  # the taker's authenticator
     with conn.transaction():
         revert = mail._issue(conn, queries, owner.id, 'email_revert', old_address, mail.REVERT_LIFESPAN,
                              replace=False)
+    enable(testapp, owner)  # the taker's authenticator, after the link (SPEC 3.4)
     assert testapp.post_json('/auth/email_revert', {'token': revert}).json == {}
     row = conn.execute('SELECT otp_secret, mfa_enabled_at, (SELECT count(*) FROM mfa_recovery_codes c'
                        ' WHERE c.user_id = u.id) AS codes FROM users u WHERE id = %s', (owner.id,)).fetchone()
@@ -610,3 +667,118 @@ def test_enforced_mfa_also_holds_where_credentials_are_optional(testapp, enforci
         testapp.post_json('/api/v1/accounts', {'account_name': 'Side door'}, headers=headers, status=403)
     # Without credentials these stay what they are.
     testapp.get('/auth/validate_token', status=401)
+
+
+# The reference dashboard 4.15 and mobile app (issue 18): empty codes, the session cap,
+# and the link that undoes an enablement.
+
+FIREFOX = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:128.0) Gecko/20100101 Firefox/128.0'
+
+
+def test_an_empty_code_counts_as_absent(testapp, make_user):
+    """The dashboard sends otp_code "" beside a recovery code, and backup_code "" beside a TOTP code."""
+    user = make_user()
+    app, codes = enable(testapp, user)
+    second_step(testapp, challenge(testapp, user), otp_code='', backup_code=codes[0])
+    second_step(testapp, challenge(testapp, user), otp_code=app.code(0), backup_code='')
+    testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'otp_code': '', 'backup_code': codes[1]},
+                        headers=user.headers)
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is False
+
+
+def test_the_second_step_at_the_session_cap_ends_the_least_recently_active_session(make_testapp, make_user, conn):
+    """The dashboard's code form has no session picker: no 409 on this step (SPEC 12)."""
+    capped = make_testapp(MAX_USER_SESSIONS='3')
+    user = make_user()
+    _, codes = enable(capped, user)
+    browser = {'User-Agent': FIREFOX}
+    opened = [headers_of(second_step(capped, challenge(capped, user), backup_code=code, headers=browser))
+              for code in codes[:2]]
+    conn.execute("UPDATE user_tokens SET last_used_at = now() - interval '1 hour' WHERE client = %s",
+                 (opened[0]['client'],))
+
+    signed_in = second_step(capped, challenge(capped, user), backup_code=codes[2], headers=browser)
+
+    assert signed_in.json['data']['id'] == user.id
+    capped.get('/api/v1/profile', headers=opened[0], status=401)
+    for headers in (user.headers, opened[1], headers_of(signed_in)):
+        capped.get('/api/v1/profile', headers=headers)
+    assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)).fetchone()['n'] == 3
+
+
+def revert_link(conn, user):
+    """The "this was not me" link of the newest MFA-enabled e-mail to ``user``."""
+    row = conn.execute('SELECT text_body, html_body FROM mail_outbox WHERE to_address = %s AND subject = %s'
+                       ' ORDER BY id DESC LIMIT 1', (user.email, 'Two-factor sign-in was turned on')).fetchone()
+    link = re.search(r'http://frontdesk\.test/app/auth/mfa_revert\?token=([A-Za-z0-9_-]+)', row['text_body'])
+    assert link.group(0) in row['html_body']
+    return link.group(1)
+
+
+def test_the_link_of_the_mfa_enabled_mail_turns_that_enablement_off(testapp, make_user, conn):
+    """Enabling needs no password (SPEC 12), so whoever holds a session could lock the owner
+    out with an authenticator of theirs; the owner's mailbox undoes it."""
+    owner = make_user()
+    taker = headers_of(testapp.post_json('/auth/sign_in', {'email': owner.email, 'password': owner.password}))
+    started = testapp.post('/api/v1/profile/mfa', headers=taker).json
+    code = Authenticator(started['provisioning_url']).code(0)
+    testapp.post_json('/api/v1/profile/mfa/verify', {'otp_code': code}, headers=taker)
+    token = revert_link(conn, owner)
+
+    assert testapp.post_json('/auth/mfa_revert', {'token': token}).json == {}
+
+    row = conn.execute('SELECT otp_secret, mfa_enabled_at, encrypted_password, (SELECT count(*) FROM'
+                       ' mfa_recovery_codes c WHERE c.user_id = u.id) AS codes, (SELECT count(*) FROM user_tokens t'
+                       ' WHERE t.user_id = u.id) AS sessions FROM users u WHERE id = %s', (owner.id,)).fetchone()
+    assert row == {'otp_secret': None, 'mfa_enabled_at': None, 'encrypted_password': None, 'codes': 0, 'sessions': 0}
+    assert events_of(conn, owner.id)[-1] == ('mfa_enabled_reverted', None)
+    testapp.get('/api/v1/profile', headers=taker, status=401)
+    testapp.get('/api/v1/profile', headers={'api_access_token': owner.access_token}, status=401)
+    sign_in(testapp, owner, status=401)  # the password is cleared
+    # The reset it mails signs the owner in, with no second factor.
+    reset = queued_token(conn, owner.email, 'reset_password_token')
+    answer = testapp.put_json('/auth/password', {'reset_password_token': reset, 'password': 'the owner again 7',
+                                                 'password_confirmation': 'the owner again 7'}, status=200)
+    assert answer.json['data']['mfa_enabled'] is False
+    # Used: the link works once.
+    assert testapp.post_json('/auth/mfa_revert', {'token': token}, status=422).json == {'message': 'Invalid token'}
+
+
+def test_a_link_never_turns_off_a_later_enablement(testapp, make_user, conn):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    earlier = revert_link(conn, user)
+    testapp.delete_json('/api/v1/profile/mfa', {'password': user.password, 'backup_code': codes[0]},
+                        headers=user.headers)
+    enable(testapp, user)
+    later = revert_link(conn, user)
+
+    assert testapp.post_json('/auth/mfa_revert', {'token': earlier}, status=422).json == {'message': 'Invalid token'}
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is True
+    sign_in(testapp, user)  # nothing else happened either: the password and the session stand
+    testapp.post_json('/auth/mfa_revert', {'token': later})
+    assert sign_in(testapp, user, status=401).json['success'] is False
+
+
+def test_the_link_survives_a_later_credential_change_and_the_mail_says_what_it_does(testapp, make_user, conn):
+    user = make_user()
+    enable(testapp, user)
+    token = revert_link(conn, user)
+    body = conn.execute('SELECT text_body FROM mail_outbox WHERE to_address = %s AND subject = %s',
+                        (user.email, 'Two-factor sign-in was turned on')).fetchone()['text_body']
+    assert 'within 7 days' in body and 'turns two-factor sign-in off again' in body
+    testapp.post('/api/v1/profile/reset_access_token', headers=user.headers)
+    conn.execute("UPDATE one_time_tokens SET expires_at = now() + interval '1 minute'"
+                 " WHERE user_id = %s AND purpose = 'mfa_revert'", (user.id,))
+    testapp.post_json('/auth/mfa_revert', {'token': token})
+    assert testapp.get('/api/v1/profile', headers=user.headers, status=401)
+
+
+def test_an_expired_revert_link_is_invalid(testapp, make_user, conn):
+    user = make_user()
+    enable(testapp, user)
+    token = revert_link(conn, user)
+    conn.execute("UPDATE one_time_tokens SET expires_at = now() - interval '1 second'"
+                 " WHERE user_id = %s AND purpose = 'mfa_revert'", (user.id,))
+    testapp.post_json('/auth/mfa_revert', {'token': token}, status=422)
+    assert testapp.get('/api/v1/profile/mfa', headers=user.headers).json['enabled'] is True

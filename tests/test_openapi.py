@@ -11,7 +11,7 @@ from tests import contract
 from validators import load_schemas
 from validators import load_validators
 
-SIGNED_IN = ('user', 'member', 'administrator')
+SIGNED_IN = ('user', 'member', 'administrator', 'administrator_session')
 
 
 @pytest.fixture(scope='module')

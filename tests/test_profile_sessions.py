@@ -15,8 +15,10 @@ UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
 NOT_FOUND = {'error': 'Resource could not be found'}
 ROLE = {'error': 'You are not authorized to do this action'}
-FIELDS = {'id', 'client_name', 'browser_name', 'browser_version', 'platform_name', 'device_name', 'ip_address',
-          'created_at', 'last_activity_at', 'expires_at', 'current'}
+# The fields the reference dashboard 4.15's Active Sessions page renders (SPEC 13).
+FIELDS = {'id', 'client_name', 'browser_name', 'browser_version', 'platform_name', 'platform_version',
+          'device_name', 'ip_address', 'city', 'country', 'country_code', 'created_at', 'last_activity_at',
+          'expires_at', 'current'}
 
 
 def sign_in(app, user, agent=FIREFOX, ip='203.0.113.7', status=200, **extra):
@@ -59,7 +61,10 @@ def test_the_list_shows_each_session_parsed_from_its_user_agent(testapp, make_us
     assert first['client_name'] == 'Firefox on Linux' and first['ip_address'] == '203.0.113.7'
     assert (second['browser_name'], second['platform_name'], second['device_name']) == (
         'Mobile Safari', 'iOS', 'iPhone')
+    assert (first['platform_version'], second['platform_version']) == (None, '17.1')
     assert second['ip_address'] == '2001:db8::1'
+    # No GeoIP database is configured: the place fields are there, and null.
+    assert all(entry[field] is None for entry in listed for field in ('city', 'country', 'country_code'))
     # The fixture's token was issued without a request: nothing is known about it.
     assert third['browser_name'] is None and third['ip_address'] is None
     assert first['last_activity_at'] > second['last_activity_at'] > third['last_activity_at']
@@ -176,6 +181,21 @@ def test_other_clients_at_the_cap_end_the_least_recently_active_session(make_tes
     headers_of(sign_in(app, user, agent='okhttp/4.9.2'))
     app.get('/api/v1/profile', headers=user.headers, status=401)
     app.get('/api/v1/profile', headers=third, status=200)
+
+
+def test_a_session_in_use_outlives_newer_ones_nobody_has_used(make_testapp, make_user):
+    """Activity is stamped at most every 5 minutes: a session used since its sign-in may be
+    active now, while one never used since was last active at its sign-in."""
+    app = make_testapp(MAX_USER_SESSIONS='3')
+    user = make_user()
+    app.get('/api/v1/profile', headers=user.headers)
+    second, third = headers_of(sign_in(app, user, agent=CURL)), headers_of(sign_in(app, user, agent=CURL))
+
+    fourth = headers_of(sign_in(app, user, agent=CURL))
+
+    app.get('/api/v1/profile', headers=second, status=401)
+    for headers in (user.headers, third, fourth):
+        app.get('/api/v1/profile', headers=headers, status=200)
 
 
 def test_a_password_reset_at_the_cap_evicts_silently(make_testapp, make_user, conn):

@@ -110,6 +110,11 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
         # section (werkzeug's empty field) as running into the next part, so what was
         # "invalid" as generated may not be what the app received.
         excluded.append(negative_data_rejection)
+    if case.operation.path.endswith('/agents/{user_id}/sessions'):
+        # Unknown query parameters are ignored (SPEC 0); with the token headers required
+        # (administrator_session, SPEC 3.4) schemathesis pairs them with the headers it
+        # believes missing, which the call supplies, and calls the 200 accepted bad data.
+        excluded.append(negative_data_rejection)
     response = case.call_and_validate(headers=fresh_token(admin), excluded_checks=excluded)
     _check(case, response)
 
@@ -329,7 +334,8 @@ def test_no_address_gets_a_500_where_addresses_are_read(testapp):
         body = json.dumps({'email': address, 'password': 'a long passphrase', 'account_name': 'A',
                            'user_full_name': 'A', 'token': address}).encode()
         for method, path in (('POST', '/api/v1/accounts'), ('POST', '/auth/sign_in'), ('POST', '/auth/password'),
-                             ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert')):
+                             ('POST', '/resend_confirmation'), ('POST', '/auth/email_revert'),
+                             ('POST', '/auth/mfa_revert')):
             _send(testapp, method, path, body, {'Content-Type': 'application/json'})
 
 

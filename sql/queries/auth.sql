@@ -3,7 +3,7 @@
 -- caller's user JSON, so GET /api/v1/profile needs no second round trip; without, just
 -- the roles the access rules need, which costs the database a third as much.
 -- enrollment_required: an account of the user requires MFA and it is off (SPEC 12).
-SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, now() AS now,
+SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, t.used, now() AS now,
        u.mfa_enabled_at IS NOT NULL AS mfa_enabled, mfa_enrollment_required(u) AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,
        CASE WHEN NOT %(with_doc)s THEN (SELECT json_object_agg(au.account_id, au.role)
@@ -28,9 +28,10 @@ SELECT u.id, u.email,
 
 -- name: touch_token
 -- The session's last activity, written at most every 5 minutes per token (middleware/auth.py),
--- so reads stay reads.
+-- so reads stay reads; and, once, that it has been used since its sign-in.
 UPDATE user_tokens
-   SET last_used_at = now()
+   SET last_used_at = CASE WHEN %(refresh)s THEN now() ELSE last_used_at END,
+       used = true
  WHERE id = %(token_id)s;
 
 -- name: user_for_setup_token

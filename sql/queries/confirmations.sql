@@ -50,9 +50,14 @@ SELECT id, name, email
 -- to confirm. The lock orders this against a concurrent e-mail change, so the newest
 -- token always goes to the newest address.
 -- A pending address another user has meanwhile (or had: uniqueness answers without an
--- oracle, SPEC 3.3) gets no link.
+-- oracle, SPEC 3.3) gets no link. revert_until: until when the old address can undo it.
 SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
-       u.unconfirmed_email IS NOT NULL AS new_address
+       u.unconfirmed_email IS NOT NULL AS new_address,
+       (SELECT max(r.expires_at)
+          FROM one_time_tokens r
+         WHERE r.user_id = u.id
+           AND r.purpose = 'email_revert'
+           AND r.expires_at > now()) AS revert_until
   FROM users u
  WHERE (u.id = %(user_id)s OR u.email = %(email)s)
    AND (u.unconfirmed_email IS NOT NULL OR u.confirmed_at IS NULL)
@@ -63,14 +68,16 @@ SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
 -- Uses up an e-mail revert link: the address it was mailed to becomes the user's again, a
 -- pending change is cancelled and the password cleared (whoever made the change may know
 -- it). Revert links issued after this one go too: they were mailed from the states being
--- undone, perhaps to the taker's own mailbox. Two-factor sign-in goes too: an
--- authenticator the taker enrolled would otherwise stand in front of the owner's reset.
+-- undone, perhaps to the taker's own mailbox. Two-factor sign-in goes too when it was
+-- turned on after the link was issued (an authenticator the taker enrolled would otherwise
+-- stand in front of the owner's reset), and only then: the owner's own, older second
+-- factor stays, so the reset still asks for it (SPEC 3.4). A pending enrolment goes.
 WITH taken AS (
     DELETE FROM one_time_tokens
      WHERE token_digest = %(token_digest)s
        AND purpose = 'email_revert'
        AND expires_at > now()
-    RETURNING id, user_id, email
+    RETURNING id, user_id, email, created_at
 ), later AS (
     DELETE FROM one_time_tokens o
      USING taken t
@@ -79,16 +86,18 @@ WITH taken AS (
        AND o.id > t.id
 ), codes AS (
     DELETE FROM mfa_recovery_codes c
-     USING taken t
+     USING taken t, users u
      WHERE c.user_id = t.user_id
+       AND u.id = t.user_id
+       AND u.mfa_enabled_at > t.created_at
 )
 UPDATE users u
    SET email = t.email,
        unconfirmed_email = NULL,
        encrypted_password = NULL,
-       otp_secret = NULL,
-       otp_last_step = NULL,
-       mfa_enabled_at = NULL,
+       otp_secret = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.otp_secret END,
+       otp_last_step = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.otp_last_step END,
+       mfa_enabled_at = CASE WHEN u.mfa_enabled_at <= t.created_at THEN u.mfa_enabled_at END,
        updated_at = now()
   FROM taken t
  WHERE u.id = t.user_id

@@ -1,9 +1,9 @@
 -- name: change
 -- SPEC 3.3 "credential change", in one statement inside the caller's transaction: every
--- sign-in token but the caller's is revoked, every one-time link but an e-mail revert link
--- is void, a pending address is dropped, and the access token (and the pubsub token unless
--- it is null here) is replaced. Revert links survive: they undo a takeover that may have
--- included a credential change. So does the link that confirms a still unconfirmed user's
+-- sign-in token but the caller's is revoked, every one-time link but a revert link (of an
+-- e-mail change, or of MFA turned on) is void, a pending address is dropped, and the access
+-- token (and the pubsub token unless it is null here) is replaced. Revert links survive:
+-- they undo a takeover that may have included a credential change. So does the link that confirms a still unconfirmed user's
 -- own address: it went to that address, can confirm nothing else, and its use is itself a
 -- credential change that ends every other hold (voiding it would only help whoever signed
 -- up with someone else's address; docs/security.md).
@@ -16,7 +16,7 @@ WITH revoked AS (
      USING users u
      WHERE o.user_id = %(user_id)s
        AND u.id = o.user_id
-       AND o.purpose <> 'email_revert'
+       AND o.purpose NOT IN ('email_revert', 'mfa_revert')
        AND NOT (o.purpose = 'confirmation' AND o.email = u.email AND u.confirmed_at IS NULL)
 )
 UPDATE users

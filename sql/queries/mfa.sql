@@ -55,17 +55,19 @@ UPDATE users
 RETURNING id;
 
 -- name: replace_recovery_codes
+-- One salt for the batch: checking a code then costs one key derivation, not ten.
 WITH dropped AS (
     DELETE FROM mfa_recovery_codes
      WHERE user_id = %(user_id)s
 )
-INSERT INTO mfa_recovery_codes (user_id, code_digest)
-SELECT %(user_id)s, digest
+INSERT INTO mfa_recovery_codes (user_id, code_digest, salt)
+SELECT %(user_id)s, digest, %(salt)s
   FROM unnest(%(digests)s::bytea[]) AS d(digest)
 RETURNING id;
 
 -- name: unused_recovery_codes
-SELECT id, code_digest
+-- salt is NULL for the 24-character codes of before migration 0010 (SHA-256 digests).
+SELECT id, code_digest, salt
   FROM mfa_recovery_codes
  WHERE user_id = %(user_id)s
    AND used_at IS NULL;
@@ -110,3 +112,51 @@ RETURNING failed_attempts;
 DELETE FROM one_time_tokens
  WHERE id = %(id)s
 RETURNING id;
+
+-- name: issue_revert_link
+-- The "this was not me" link of the MFA-enabled e-mail, bound to that enablement and to the
+-- address it is mailed to. It replaces an earlier one, whose enablement has ended.
+WITH dropped AS (
+    DELETE FROM one_time_tokens
+     WHERE user_id = %(user_id)s
+       AND purpose = 'mfa_revert'
+)
+INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at, mfa_enabled_at)
+SELECT u.id, 'mfa_revert', u.email, %(token_digest)s, now() + %(lifespan)s, u.mfa_enabled_at
+  FROM users u
+ WHERE u.id = %(user_id)s
+   AND u.mfa_enabled_at IS NOT NULL
+RETURNING id;
+
+-- name: take_revert_link
+-- Uses up a "this was not me" link: MFA goes off, with its recovery codes, and the password
+-- is cleared (whoever turned MFA on held a session, and may know it). Only while the
+-- enablement the link was mailed for is still the user's (a later one is not this link's
+-- to undo) and the address is still the one it was mailed to (after an e-mail change the
+-- old mailbox controls the account only through its e-mail revert link). No row: nothing
+-- was done; the UPDATE re-checks the enablement under the row lock.
+WITH taken AS (
+    DELETE FROM one_time_tokens t
+     USING users u
+     WHERE t.token_digest = %(token_digest)s
+       AND t.purpose = 'mfa_revert'
+       AND t.expires_at > now()
+       AND u.id = t.user_id
+       AND u.email = t.email
+       AND u.mfa_enabled_at = t.mfa_enabled_at
+    RETURNING t.user_id, t.mfa_enabled_at
+), codes AS (
+    DELETE FROM mfa_recovery_codes c
+     USING taken t
+     WHERE c.user_id = t.user_id
+)
+UPDATE users u
+   SET encrypted_password = NULL,
+       otp_secret = NULL,
+       otp_last_step = NULL,
+       mfa_enabled_at = NULL,
+       updated_at = now()
+  FROM taken t
+ WHERE u.id = t.user_id
+   AND u.mfa_enabled_at = t.mfa_enabled_at
+RETURNING u.id, u.name, u.email;

@@ -1,6 +1,10 @@
 -- name: issue
 -- Called with the user row locked (users.lock_for_token). Makes room for the new token by
 -- dropping expired or idle ones and the least recently active beyond the per-user maximum.
+-- last_used_at is stamped at most every touch_seconds: a session used since then may have
+-- been active up to touch_seconds later (or until now), one not used since its sign-in was
+-- last active exactly then. The latest activity each may have had orders them; sessions
+-- that may all be active now go oldest first.
 WITH dropped AS (
     DELETE FROM user_tokens
      WHERE user_id = %(user_id)s
@@ -8,27 +12,36 @@ WITH dropped AS (
             OR last_used_at <= now() - make_interval(secs => %(idle_seconds)s)
             OR id IN (SELECT id FROM user_tokens
                        WHERE user_id = %(user_id)s
-                       ORDER BY last_used_at DESC, id DESC
+                       ORDER BY CASE WHEN used
+                                     THEN LEAST(last_used_at + make_interval(secs => %(touch_seconds)s), now())
+                                     ELSE last_used_at END DESC,
+                                id DESC
                       OFFSET %(keep)s))
 )
 INSERT INTO user_tokens (user_id, client, token_digest, expires_at, ip_address, user_agent,
-                         client_name, browser_name, browser_version, platform_name, device_name)
+                         client_name, browser_name, browser_version, platform_name, platform_version,
+                         device_name)
 VALUES (%(user_id)s, %(client)s, %(token_digest)s, now() + make_interval(days => %(lifespan_days)s),
         %(ip_address)s, %(user_agent)s, %(client_name)s, %(browser_name)s, %(browser_version)s,
-        %(platform_name)s, %(device_name)s)
+        %(platform_name)s, %(platform_version)s, %(device_name)s)
 RETURNING id, expires_at;
 
 -- name: list
 -- The user's live sessions, most recently active first, as the JSON array SPEC 13 names;
 -- count is how many there are (the sign-in picker compares it with MAX_USER_SESSIONS).
+-- The place fields are null: no GeoIP database is configured (SPEC 13).
 SELECT COALESCE(json_agg(json_build_object(
            'id', t.id,
            'client_name', t.client_name,
            'browser_name', t.browser_name,
            'browser_version', t.browser_version,
            'platform_name', t.platform_name,
+           'platform_version', t.platform_version,
            'device_name', t.device_name,
            'ip_address', t.ip_address,
+           'city', NULL,
+           'country', NULL,
+           'country_code', NULL,
            'created_at', iso8601(t.created_at),
            'last_activity_at', iso8601(t.last_used_at),
            'expires_at', iso8601(t.expires_at),
@@ -106,3 +119,16 @@ WITH member AS (
 SELECT m.id, m.name, m.email, (SELECT count(*) FROM revoked) AS revoked,
        EXISTS (SELECT 1 FROM rotated) AS access_token_reset
   FROM member m;
+
+-- name: recently_authenticated
+-- Whether the session checked a password or a second factor within the window (SPEC 3.4).
+SELECT authenticated_at > now() - make_interval(mins => %(window_minutes)s) AS recent
+  FROM user_tokens
+ WHERE id = %(session_id)s;
+
+-- name: mark_authenticated
+-- The session has just checked the user's password (or a second factor).
+UPDATE user_tokens
+   SET authenticated_at = now()
+ WHERE id = %(session_id)s
+RETURNING id;

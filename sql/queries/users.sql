@@ -1,14 +1,25 @@
 -- name: insert
 -- No row back means the address is taken; the unique constraint decides, so two
--- concurrent sign-ups with one address cannot both pass.
+-- concurrent sign-ups with one address cannot both pass. An address a live e-mail revert
+-- link reserves for its user counts as taken (SPEC 3.4).
 INSERT INTO users (name, email, encrypted_password, access_token, confirmed_at)
-VALUES (%(name)s, %(email)s, %(encrypted_password)s, %(access_token)s,
-        CASE WHEN %(confirmed)s THEN now() END)
+SELECT %(name)s, %(email)s, %(encrypted_password)s, %(access_token)s, CASE WHEN %(confirmed)s THEN now() END
+ WHERE NOT EXISTS (SELECT 1
+                     FROM one_time_tokens r
+                    WHERE r.email = %(email)s
+                      AND r.purpose = 'email_revert'
+                      AND r.expires_at > now())
 ON CONFLICT (email) DO NOTHING
 RETURNING id;
 
 -- name: email_taken
-SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s) AS taken;
+-- A user's address, or one a live e-mail revert link reserves for its user (SPEC 3.4).
+SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s)
+       OR EXISTS (SELECT 1
+                    FROM one_time_tokens r
+                   WHERE r.email = %(email)s
+                     AND r.purpose = 'email_revert'
+                     AND r.expires_at > now()) AS taken;
 
 -- name: for_sign_in
 -- encrypted_password is NULL after an e-mail revert: then no password signs in.
