@@ -47,9 +47,9 @@ from tests.support.users import unique_email
 
 MAX_USER_SESSIONS = 3
 STEP = 30
-# The bounded run of the suite; `--hypothesis-profile=attack` (tests/conftest.py) runs
-# the long one.
-SUITE = {'max_examples': 25, 'stateful_step_count': 12}
+# The bounded run of the suite, per capability; `--hypothesis-profile=attack`
+# (tests/conftest.py) runs the long one.
+SUITE = {'max_examples': 10, 'stateful_step_count': 12}
 CAPABILITIES = ('squatter', 'stolen_session', 'password', 'old_mailbox', 'api_token')
 LINKS = {
     'confirm': r'/app/auth/confirmation\?confirmation_token=([A-Za-z0-9_-]+)',
@@ -59,6 +59,7 @@ LINKS = {
 }
 REVERT_PATHS = {'revert': '/auth/email_revert', 'mfa_revert': '/auth/mfa_revert'}
 TOKEN_HEADERS = ('access-token', 'client', 'uid')
+BROWSER = 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0'
 # What the machine did, printed at the end (pytest -s shows it).
 TALLY = collections.Counter()
 PICK = st.integers(min_value=0, max_value=63)
@@ -81,6 +82,9 @@ class Actor:
         self.secrets = []  # (TOTP secret, user id)
         self.backup_codes = []
 
+    def __repr__(self):
+        return self.name
+
     def add_session(self, answer):
         headers = {name: answer.headers[name] for name in TOKEN_HEADERS}
         self.sessions.append({'headers': headers, 'user_id': answer.json['data']['id']})
@@ -99,6 +103,7 @@ class AttackMachine(RuleBasedStateMachine):
     mail_config = None
     queries = None
     db_url = None
+    starts_from = None  # one of CAPABILITIES, set per test (below)
 
     def __init__(self):
         super().__init__()
@@ -114,6 +119,7 @@ class AttackMachine(RuleBasedStateMachine):
         self.links = []  # (seq, kind, token, address)
         self.dead = set()  # attacker credentials seen refused after the recovery
         self.capability = None
+        self.guesses = 0  # wrong passwords and codes the attacker sent for the owner
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -212,6 +218,14 @@ class AttackMachine(RuleBasedStateMachine):
         self.signed_in(actor, answer)
         return answer
 
+    def age_session(self, client):
+        with psycopg.connect(self.db_url, autocommit=True) as conn:
+            conn.execute(
+                'UPDATE user_tokens SET authenticated_at = authenticated_at - %s'
+                ' WHERE client = %s',
+                (datetime.timedelta(hours=1), client),
+            )
+
     # --- the capabilities ---------------------------------------------------------
 
     def owner_signs_up_and_confirms(self, address):
@@ -234,9 +248,14 @@ class AttackMachine(RuleBasedStateMachine):
         self.got_session(self.owner, signed_in)
         return signed_in
 
-    @initialize(capability=st.sampled_from(CAPABILITIES), separate=st.booleans())
-    def start(self, capability, separate):
-        self.capability = capability
+    @initialize(separate=st.booleans(), stale=st.booleans(), order=st.booleans())
+    def start(self, separate, stale, order):
+        """``separate``: the stolen session is another of the owner's devices, not a
+        copy of his own; ``stale``: its last password check is older than the
+        REAUTH_WINDOW_MINUTES (15) of SPEC 3.4; ``order``: of the links in the
+        recovery that ends every example (teardown)."""
+        self.final_order = order
+        capability = self.capability = self.starts_from
         owner, attacker = self.owner, self.attacker
         address = owner.boxes[0]
         if capability == 'squatter':
@@ -289,6 +308,8 @@ class AttackMachine(RuleBasedStateMachine):
                 self.got_session(attacker, other)
             else:
                 attacker.sessions.append(dict(owner.sessions[-1]))
+            if stale:
+                self.age_session(attacker.sessions[-1]['headers']['client'])
         elif capability == 'password':
             attacker.passwords.append(owner.passwords[-1])
         elif capability == 'api_token':
@@ -333,20 +354,38 @@ class AttackMachine(RuleBasedStateMachine):
         return any(can(actor) for actor in (self.owner, self.attacker))
 
     @precondition(lambda self: self.any_actor(self.can_sign_in))
-    @rule(data=st.data(), pick=PICK, email_pick=PICK)
-    def sign_in(self, data, pick, email_pick):
+    @rule(data=st.data(), pick=PICK, email_pick=PICK, browser=st.booleans())
+    def sign_in(self, data, pick, email_pick, browser):
+        """A password sign-in; from a browser at the cap, the picker ends the others."""
         actor = self.who(data, self.can_sign_in)
         email = (
             self.account_email
             if actor is self.owner
             else self.addresses[email_pick % len(self.addresses)]
         )
-        password = actor.passwords[pick % len(actor.passwords)]
-        answer = self.call(
-            'POST', '/auth/sign_in', {'email': email, 'password': password}
-        )
+        body = {
+            'email': email,
+            'password': actor.passwords[pick % len(actor.passwords)],
+        }
+        headers = {'User-Agent': BROWSER} if browser else None
+        answer = self.call('POST', '/auth/sign_in', body, headers)
         assert answer.status in (200, 206, 401, 409, 429), answer.body
+        if answer.status == 409:
+            body['revoke_all_sessions'] = True
+            answer = self.call('POST', '/auth/sign_in', body, headers)
+            assert answer.status in (200, 206, 401, 429), answer.body
         self.signed_in(actor, answer)
+
+    @rule(code=st.booleans())
+    def attacker_guesses(self, code):
+        """A wrong password for the owner's address, or a wrong code to a challenge."""
+        if code and self.attacker.mfa_tokens:
+            body = {'mfa_token': self.attacker.mfa_tokens[-1], 'otp_code': '000000'}
+        else:
+            body = {'email': self.account_email, 'password': new_password()}
+        answer = self.call('POST', '/auth/sign_in', body)
+        assert answer.status in (400, 401, 429), answer.body
+        self.guesses += 1
 
     @precondition(lambda self: self.any_actor(self.can_second_step))
     @rule(data=st.data(), pick=PICK, backup=st.booleans())
@@ -457,7 +496,19 @@ class AttackMachine(RuleBasedStateMachine):
         _, kind, token, address = links[pick % len(links)]
         answer = self.call('POST', REVERT_PATHS[kind], {'token': token})
         assert answer.status in (200, 404, 422, 429), answer.body
-        if actor is self.owner and answer.status == 200 and kind == 'revert':
+        if answer.status == 200 and actor is self.owner:
+            self.reverted(kind, address)
+
+    def reverted(self, kind, address):
+        """The owner used a revert link: no password until the reset it mails.
+
+        (One the attacker uses changes nothing here: if it was the owner's account,
+        the owner's next sign-in fails the invariant.)
+        """
+        self.owner.passwords = []
+        self.owner.sessions = []
+        self.recovered = False  # the owner's recovery sets a password and MFA state
+        if kind == 'revert':
             self.account_email = address
 
     @precondition(lambda self: self.any_actor(self.has_session))
@@ -658,14 +709,29 @@ class AttackMachine(RuleBasedStateMachine):
 
     @rule(newest_first=st.booleans())
     def owner_recovers(self, newest_first):
+        """Every live revert link of the owner's mailbox, then a password reset.
+
+        The owner clicks each link; one refused while the account had another address
+        (an MFA link is bound to the address it was mailed to) is clicked again after a
+        revert brought the address back, until a round changes nothing.
+        """
         owner = self.owner
         self.sync_mail()
-        links = sorted(self.links_of(owner, *REVERT_PATHS), reverse=newest_first)
-        for _, kind, token, address in links:
-            answer = self.call('POST', REVERT_PATHS[kind], {'token': token})
-            assert answer.status in (200, 404, 422), answer.body
-            if answer.status == 200 and kind == 'revert':
-                self.account_email = address
+        worked = set()
+        while True:
+            links = sorted(self.links_of(owner, *REVERT_PATHS), reverse=newest_first)
+            links = [link for link in links if link[2] not in worked]
+            progress = False
+            for _, kind, token, address in links:
+                answer = self.call('POST', REVERT_PATHS[kind], {'token': token})
+                assert answer.status in (200, 404, 422), answer.body
+                if answer.status == 200:
+                    worked.add(token)
+                    progress = True
+                    self.reverted(kind, address)
+                    TALLY[('link used', kind, newest_first)] += 1
+            if not progress:
+                break
         requested = self.call('POST', '/auth/password', {'email': self.account_email})
         assert requested.status == 200, requested.body
         self.sync_mail()
@@ -714,6 +780,14 @@ class AttackMachine(RuleBasedStateMachine):
         if answer.status == 200:
             self.got_session(owner, answer)
         return answer
+
+    def teardown(self):
+        """Every example ends with the owner's recovery, and the invariant after it."""
+        if self.starts_from is None or self.recovered:
+            return
+        self.owner_recovers(self.final_order)
+        self.nothing_the_attacker_holds_acts_as_the_owner()
+        self.the_owner_can_sign_in()
 
     # --- the invariant ----------------------------------------------------------------
 
@@ -799,9 +873,11 @@ def machine_settings(request):
     return settings(**SUITE, **common)
 
 
+@pytest.mark.parametrize('capability', CAPABILITIES)
 def test_the_owner_keeps_the_account_whatever_the_attacker_starts_from(
-    request, base_env, direct_database_url, attack_url, attack_inbox
+    request, base_env, direct_database_url, attack_url, attack_inbox, capability
 ):
+    AttackMachine.starts_from = capability
     AttackMachine.base = attack_url
     AttackMachine.inbox = attack_inbox
     AttackMachine.mail_config = config_module.load(
