@@ -47,6 +47,7 @@ from tests.support.users import unique_email
 
 MAX_USER_SESSIONS = 3
 STEP = 30
+CODES_PER_USER = 2
 # The bounded run of the suite, per capability; `--hypothesis-profile=attack`
 # (tests/conftest.py) runs the long one.
 SUITE = {'max_examples': 10, 'stateful_step_count': 12}
@@ -115,6 +116,7 @@ class AttackMachine(RuleBasedStateMachine):
         self.owner_mfa = False  # MFA the owner turned on himself and has factors for
         self.recovered = False
         self.last_step = {}  # user id -> last TOTP step used
+        self.codes_used = {}  # user id -> TOTP codes used in this example
         self.seen = 0
         self.links = []  # (seq, kind, token, address)
         self.dead = set()  # attacker credentials seen refused after the recovery
@@ -152,26 +154,29 @@ class AttackMachine(RuleBasedStateMachine):
         return actor.sessions[pick % len(actor.sessions)]['headers']
 
     def step_for(self, user_id):
-        """A TOTP step the server will take for ``user_id`` now, or None.
+        """The TOTP step to use next for ``user_id``, or None when it has had its two.
 
-        Steps now-1, now and now+1 are accepted, each once and in increasing order;
-        now-1 only while the step has 5 s to run, so a request crossing a step boundary
-        still lands within the window.
+        The server takes steps now-1, now and now+1, each once and in increasing
+        order. The machine uses now, then now+1 (or later: the step after the last
+        one used), so the second is good even when the clock crosses a boundary in
+        between, and never sleeps. Two codes per user and example, whatever the clock
+        says, so that whether a rule can run never depends on the time (Hypothesis
+        replays a sequence and must see the same choices).
         """
-        now = time.time()
-        current = int(now // STEP)
-        low = current - 1 if now - current * STEP < STEP - 5 else current
-        step = max(low, self.last_step.get(user_id, low - 1) + 1)
-        return step if step <= current + 1 else None
+        if self.codes_used.get(user_id, 0) >= CODES_PER_USER:
+            return None
+        current = int(time.time() // STEP)
+        return max(current, self.last_step.get(user_id, current - 1) + 1)
 
     def totp(self, actor, user_id=None):
-        """(code, secret's user id) from the actor's authenticator, or None."""
+        """A code of the actor's authenticator (for ``user_id``), or None."""
         for secret, owner_id in reversed(actor.secrets):
             if user_id is not None and owner_id != user_id:
                 continue
             step = self.step_for(owner_id)
             if step is not None:
                 self.last_step[owner_id] = step
+                self.codes_used[owner_id] = self.codes_used.get(owner_id, 0) + 1
                 return pyotp.TOTP(secret).at(step * STEP)
         return None
 
