@@ -12,6 +12,8 @@ from services import addresses
 CONFIRMATION_LIFESPAN = datetime.timedelta(days=3)
 RESET_LIFESPAN = datetime.timedelta(hours=6)
 REVERT_LIFESPAN = datetime.timedelta(days=7)
+# Confirmation, reset and resend mails to one address, whoever asks for them (SPEC 3.4).
+MAILS_PER_ADDRESS_PER_HOUR = 5
 NAME_LIMIT = 100
 # Where mail clients start a link of their own: after a scheme's colon, between the labels
 # of a host name, around the @ of an address, between the segments of a path.
@@ -105,9 +107,11 @@ def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
 
 
 def send_confirmation(conn, queries, config, user_id, name, to_address, new_address=False):
-    """Issue a confirmation token for ``to_address`` and queue its e-mail."""
-    token = _issue(conn, queries, user_id, 'confirmation', to_address, CONFIRMATION_LIFESPAN)
-    conn.execute(queries['mail.enqueue'], confirmation_message(config, name, to_address, token, new_address))
+    """Issue a confirmation token for ``to_address`` and queue its e-mail (bounded per
+    address, as every link mail is: _enqueue_or_suppress)."""
+    token = tokens.new_token()
+    _enqueue_or_suppress(conn, queries, 'confirmation', CONFIRMATION_LIFESPAN, user_id, token,
+                         confirmation_message(config, name, to_address, token, new_address))
 
 
 def send_reset_password(conn, queries, config, user_id, name, to_address):
@@ -147,10 +151,11 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
     """The same statement whether or not there is a user to mail.
 
     Without one the outbox row is written as 'suppressed' (never sent, no bodies, no token
-    stored): the same work, so the answer's timing does not tell who is registered.
+    stored): the same work, so the answer's timing does not tell who is registered. So it
+    is past MAILS_PER_ADDRESS_PER_HOUR links to the address, whoever asked (SPEC 3.4).
     """
     conn.execute(queries['mail.enqueue_with_token'], {
-        **message, 'purpose': purpose, 'user_id': user_id,
+        **message, 'purpose': purpose, 'user_id': user_id, 'per_hour': MAILS_PER_ADDRESS_PER_HOUR,
         'token_digest': tokens.digest(token), 'lifespan': lifespan,
     })
 
