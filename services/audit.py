@@ -77,7 +77,7 @@ def record_sign_in_failure(conn, queries, email, reason, facts):
     facts = facts or NO_REQUEST
     conn.execute(queries['audit.insert_sign_in_failure'], {
         'email': email, 'ip_address': facts.ip_address, 'user_agent': facts.user_agent,
-        'details': Jsonb({'reason': reason}),
+        'details': Jsonb({'reason': reason}), 'reason': reason,
     })
 
 

@@ -6,7 +6,12 @@ RETURNING id;
 
 -- name: for_user
 -- The caller's own events, newest first, keyset paged on id (audit_events_subject_idx).
-SELECT audit_events_page(ARRAY(SELECT a
+-- Another user's action on the caller (an administrator's) names that user as actor and
+-- nothing more: their address, device and session are theirs, not the caller's (SPEC 14).
+SELECT audit_events_page(ARRAY(SELECT CASE WHEN a.actor_id IS NULL OR a.actor_id = a.subject_id THEN a
+                                           ELSE (a.id, a.created_at, a.event, a.actor_id, a.subject_id,
+                                                 a.account_id, NULL, NULL, NULL, a.details)::audit_events
+                                       END
                                  FROM audit_events a
                                 WHERE a.subject_id = %(user_id)s
                                   AND a.id < %(before)s
@@ -33,13 +38,33 @@ SELECT audit_events_page(ARRAY(
 
 -- name: prune
 -- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
+-- The sign-in failure counts of those hours go with the events.
+WITH counts AS (
+    DELETE FROM sign_in_failure_counts
+     WHERE hour < now() - make_interval(days => %(retention_days)s)
+)
 DELETE FROM audit_events
  WHERE created_at < now() - make_interval(days => %(retention_days)s);
 
 -- name: insert_sign_in_failure
 -- A failed sign-in names the user the address belongs to, if any, in the same statement:
 -- known and unknown addresses cost the same (an indexed lookup and one insert).
+-- Failures for addresses nobody has, and refusals (rate_limited), are counted per address
+-- and hour in sign_in_failure_counts; only the first of each writes its audit row, so
+-- unauthenticated traffic cannot grow the log without bound (SPEC 14). A known user's wrong
+-- passwords each write one: the guessing budget (SPEC 3.4) bounds them.
+WITH subject AS (
+    SELECT id FROM users WHERE email = %(email)s
+), counted AS (
+    INSERT INTO sign_in_failure_counts AS c (ip_address, hour, reason, subject_id, failures)
+    SELECT coalesce(%(ip_address)s, ''), date_trunc('hour', now()), %(reason)s,
+           coalesce((SELECT id FROM subject), 0), 1
+     WHERE %(reason)s = 'rate_limited' OR NOT EXISTS (SELECT 1 FROM subject)
+    ON CONFLICT (ip_address, hour, reason, subject_id) DO UPDATE
+       SET failures = c.failures + 1
+    RETURNING c.failures
+)
 INSERT INTO audit_events (event, subject_id, ip_address, user_agent, details)
-VALUES ('sign_in_failed', (SELECT id FROM users WHERE email = %(email)s), %(ip_address)s, %(user_agent)s,
-        %(details)s)
+SELECT 'sign_in_failed', (SELECT id FROM subject), %(ip_address)s, %(user_agent)s, %(details)s
+ WHERE coalesce((SELECT failures FROM counted), 1) = 1
 RETURNING id;
