@@ -17,8 +17,8 @@ def rows_from(conn, ip):
 
 
 def counted(conn, ip, reason):
-    row = conn.execute('SELECT sum(failures) AS n FROM sign_in_failure_counts WHERE ip_address = %s'
-                       ' AND reason = %s', (ip, reason)).fetchone()
+    row = conn.execute('SELECT sum(hits) AS n FROM rate_limit_counters WHERE bucket LIKE %s',
+                       (f'audit sign_in_failed|ip={ip}|reason={reason}|%',)).fetchone()
     return row['n']
 
 

@@ -38,33 +38,30 @@ SELECT audit_events_page(ARRAY(
 
 -- name: prune
 -- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
--- The sign-in failure counts of those hours go with the events.
-WITH counts AS (
-    DELETE FROM sign_in_failure_counts
-     WHERE hour < now() - make_interval(days => %(retention_days)s)
-)
 DELETE FROM audit_events
  WHERE created_at < now() - make_interval(days => %(retention_days)s);
 
 -- name: insert_sign_in_failure
 -- A failed sign-in names the user the address belongs to, if any, in the same statement:
 -- known and unknown addresses cost the same (an indexed lookup and one insert).
--- Failures for addresses nobody has, and refusals (rate_limited), are counted per address
--- and hour in sign_in_failure_counts; only the first of each writes its audit row, so
--- unauthenticated traffic cannot grow the log without bound (SPEC 14). A known user's wrong
--- passwords each write one: the guessing budget (SPEC 3.4) bounds them.
+-- Failures for addresses nobody has, and refusals (rate_limited), are counted per client
+-- address, hour, reason and subject in one rate_limit_counters row (kept 30 days; the
+-- table cleans itself), and only the first of each writes its audit row, so
+-- unauthenticated traffic cannot grow the log without bound (SPEC 14). A known user's
+-- wrong passwords each write one: the guessing budget (SPEC 3.4) bounds them.
 WITH subject AS (
     SELECT id FROM users WHERE email = %(email)s
 ), counted AS (
-    INSERT INTO sign_in_failure_counts AS c (ip_address, hour, reason, subject_id, failures)
-    SELECT coalesce(%(ip_address)s, ''), date_trunc('hour', now()), %(reason)s,
-           coalesce((SELECT id FROM subject), 0), 1
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
+    SELECT 'audit sign_in_failed|ip=' || coalesce(%(ip_address)s, '') || '|reason=' || %(reason)s
+               || '|subject=' || coalesce((SELECT id FROM subject)::text, 'none'),
+           date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days'
      WHERE %(reason)s = 'rate_limited' OR NOT EXISTS (SELECT 1 FROM subject)
-    ON CONFLICT (ip_address, hour, reason, subject_id) DO UPDATE
-       SET failures = c.failures + 1
-    RETURNING c.failures
+    ON CONFLICT (bucket, window_start) DO UPDATE
+       SET hits = c.hits + 1
+    RETURNING c.hits
 )
 INSERT INTO audit_events (event, subject_id, ip_address, user_agent, details)
 SELECT 'sign_in_failed', (SELECT id FROM subject), %(ip_address)s, %(user_agent)s, %(details)s
- WHERE coalesce((SELECT failures FROM counted), 1) = 1
+ WHERE coalesce((SELECT hits FROM counted), 1) = 1
 RETURNING id;
