@@ -32,9 +32,12 @@ class JSONHandler(falcon.media.BaseHandler):
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as ex:
             raise errors.BadRequest(f'Malformed JSON: {ex.msg}') from None
-        # Only a body with that many brackets can be that deep: the usual one is not walked.
+        # Only a body with that many brackets can be that deep: the usual one is not
+        # walked.
         if data.count(b'[') + data.count(b'{') > MAX_DEPTH and _depth(doc) > MAX_DEPTH:
-            raise errors.BadRequest(f'Malformed JSON: nested deeper than {MAX_DEPTH} levels')
+            raise errors.BadRequest(
+                f'Malformed JSON: nested deeper than {MAX_DEPTH} levels'
+            )
         # PostgreSQL can store no NUL character, in text or in jsonb.
         if _NUL_ESCAPE in data and _contains_nul(doc):
             raise errors.BadRequest('Malformed JSON: NUL characters are not allowed')
@@ -71,5 +74,6 @@ def _contains_nul(doc):
 
 def too_large(limit):
     return errors.APIError(
-        falcon.HTTP_413, {'message': f'Request body is too large (maximum is {limit} bytes)'}
+        falcon.HTTP_413,
+        {'message': f'Request body is too large (maximum is {limit} bytes)'},
     )

@@ -1,15 +1,17 @@
 """The connection pool, the named-query loader and the migration runner."""
 
 import ast
+import datetime
 import functools
+import hashlib
 import logging
 import pathlib
 import re
 import select
 
 import psycopg
-import psycopg_pool
 from psycopg.rows import dict_row
+import psycopg_pool
 
 ROOT = pathlib.Path(__file__).resolve().parent
 QUERIES_DIR = ROOT / 'sql' / 'queries'
@@ -62,7 +64,11 @@ def create_pool(config):
 
 def _reconnect_failed(pool):
     # The pool keeps trying; this line is what an operator's alerting should watch for.
-    log.error('database unreachable for %s s (pool %s); still retrying', pool.reconnect_timeout, pool.name)
+    log.error(
+        'database unreachable for %s s (pool %s); still retrying',
+        pool.reconnect_timeout,
+        pool.name,
+    )
 
 
 def check_idle_connection(conn):
@@ -100,14 +106,23 @@ def load_queries(directory=QUERIES_DIR):
 
 def source_files(root=ROOT):
     """The service's own .py files: the top level and its packages, not NOT_SOURCE."""
-    folders = sorted({path.parent for path in root.glob('*/*.py')
-                      if path.parent.name not in NOT_SOURCE and not path.parent.name.startswith('.')})
-    return sorted(root.glob('*.py')) + [path for folder in folders for path in sorted(folder.rglob('*.py'))]
+    folders = sorted(
+        {
+            path.parent
+            for path in root.glob('*/*.py')
+            if path.parent.name not in NOT_SOURCE
+            and not path.parent.name.startswith('.')
+        }
+    )
+    return sorted(root.glob('*.py')) + [
+        path for folder in folders for path in sorted(folder.rglob('*.py'))
+    ]
 
 
 @functools.cache
 def query_lookups(root=ROOT):
-    """Every ``queries[...]`` of the source: ``(key, 'file:line')``, key None when not a literal.
+    """Every ``queries[...]`` of the source: ``(key, 'file:line')``, key None when not a
+    literal.
 
     A lookup is a subscript of a name ending in ``queries`` (``self._queries``) or of
     ``load_queries()``. Names are string literals (house style), so each can be checked.
@@ -115,10 +130,18 @@ def query_lookups(root=ROOT):
     found = []
     for path in source_files(root):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_queries(node.value):
+            if (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.ctx, ast.Load)
+                and _is_queries(node.value)
+            ):
                 key = node.slice.value if isinstance(node.slice, ast.Constant) else None
-                found.append((key if isinstance(key, str) else None,
-                              f'{path.relative_to(root)}:{node.lineno}'))
+                found.append(
+                    (
+                        key if isinstance(key, str) else None,
+                        f'{path.relative_to(root)}:{node.lineno}',
+                    )
+                )
     return tuple(found)
 
 
@@ -129,14 +152,25 @@ def _is_queries(node):
 
 
 def _name(node):
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ''
+    return (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else ''
+    )
 
 
 def check_lookups(queries, root=ROOT):
     """Refuse to boot when the code asks for a query sql/queries does not define (or for
     one by a name built at run time, which nothing could check)."""
-    problems = [f'{where}: no query {key!r} in sql/queries' if key else f'{where}: a query name that is not a literal'
-                for key, where in query_lookups(root) if key not in queries]
+    problems = [
+        f'{where}: no query {key!r} in sql/queries'
+        if key
+        else f'{where}: a query name that is not a literal'
+        for key, where in query_lookups(root)
+        if key not in queries
+    ]
     if problems:
         raise RuntimeError('named queries the code asks for:\n' + '\n'.join(problems))
 
@@ -145,39 +179,179 @@ def migration_files(directory=MIGRATIONS_DIR):
     return sorted(directory.glob('[0-9][0-9][0-9][0-9]_*.sql'))
 
 
-def migrate(conninfo, directory=MIGRATIONS_DIR):
-    """Apply every migration not yet recorded; return the versions applied.
+def checksum(path):
+    """The sha256 (hex) of a migration file's bytes, as schema_migrations records it."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
-    The advisory lock makes two concurrent runs take turns: the second finds
-    everything applied and does nothing. It is a session-level lock, so ``conninfo``
-    must reach PostgreSQL itself (MIGRATE_DATABASE_URL), not a transaction-mode pooler,
-    which would run the next statement in another server session: each migration checks
-    that it runs in the session holding the lock, and stops the run otherwise.
+
+class MigrationRefused(Exception):
+    """An applied migration's file changed or is gone; the message is one line naming
+    it."""
+
+
+def _shown(path):
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def utc_time(stamp):
+    return stamp.astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')
+
+
+def recorded_migrations(conn):
+    """``{version: (applied_at, checksum or None)}`` of schema_migrations, empty before
+    the first run.
+
+    to_jsonb reads the checksum whether or not a database migrated before issue 17 has
+    the column yet, so ``manage.py migrate --status`` never has to change anything.
     """
+    if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
+        return {}
+    rows = conn.execute(
+        "SELECT version, applied_at, to_jsonb(m) ->> 'checksum'"
+        ' FROM schema_migrations m'
+    )
+    return {version: (applied_at, digest) for version, applied_at, digest in rows}
+
+
+def migration_states(recorded, directory=MIGRATIONS_DIR):
+    """Each migration, recorded or on disk, as ``(version, applied_at, state)`` in
+    order.
+
+    States: ``applied`` (the file is the one applied), ``unchecked`` (applied before
+    checksums were kept), ``pending``, and the three that stop a migrate: ``changed``,
+    ``missing`` (recorded, no file) and ``out of order`` (pending, yet older than an
+    applied one, so old and new databases would run it in different places).
+    """
+    files = {path.stem: path for path in migration_files(directory)}
+    newest_applied = max(recorded, default='')
+    states = []
+    for version in sorted(files.keys() | recorded.keys()):
+        applied_at, recorded_sum = recorded.get(version, (None, None))
+        if version not in files:
+            state = 'missing'
+        elif version not in recorded:
+            state = 'out of order' if version < newest_applied else 'pending'
+        elif recorded_sum is None:
+            state = 'unchecked'
+        else:
+            state = 'applied' if recorded_sum == checksum(files[version]) else 'changed'
+        states.append((version, applied_at, state))
+    return states
+
+
+def refusal(recorded, states, directory=MIGRATIONS_DIR):
+    """The one line that says why ``states`` stop a migrate, or None.
+
+    A missing file is named first: a renamed migration also leaves its new name pending
+    before the old one, and the rename is what happened.
+    """
+    found = {
+        state: (version, applied_at) for version, applied_at, state in reversed(states)
+    }
+    if 'missing' in found:
+        version, applied_at = found['missing']
+        return (
+            f'{_shown(directory / f"{version}.sql")} was applied '
+            f'({utc_time(applied_at)}) but the file is '
+            'missing; a migration on main is never renamed or removed: restore it'
+        )
+    if 'changed' in found:
+        path = directory / f'{found["changed"][0]}.sql'
+        return (
+            f'{_shown(path)} was changed after it was applied (checksum '
+            f'{recorded[path.stem][1]} applied, {checksum(path)} now); a migration on '
+            'main never changes: write a new one'
+        )
+    if 'out of order' in found:
+        path = directory / f'{found["out of order"][0]}.sql'
+        return (
+            f'{_shown(path)} is pending but sorts before '
+            f'{max(recorded)}, which is applied; a new migration takes the next number '
+            'after every migration on main: renumber it'
+        )
+    return None
+
+
+def migrate(conninfo, directory=MIGRATIONS_DIR, target=None):
+    """Apply every migration not yet recorded (up to ``target``, a version); return
+    those applied.
+
+    First every applied migration is checked against its file (sha256, recorded when it
+    was applied): a changed, missing or out-of-order one stops the run with
+    MigrationRefused before anything is written. Rows from before checksums were kept
+    get the current file's checksum here, once.
+
+    The advisory lock makes two concurrent runs take turns: the second finds everything
+    applied and does nothing. It is a session-level lock, so ``conninfo`` must reach
+    PostgreSQL itself (MIGRATE_DATABASE_URL), not a transaction-mode pooler, which would
+    run the next statement in another server session: each transaction checks that it
+    runs in the session holding the lock, and stops the run otherwise. Each file is its
+    own transaction, so a failing one leaves the ones before it applied.
+    """
+    files = migration_files(directory)
+    if target is not None and target not in {path.stem for path in files}:
+        raise ValueError(f'no migration {target} in {_shown(directory)}')
     applied_now = []
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        holder = conn.execute('SELECT pg_backend_pid() FROM pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,)).fetchone()[0]
+        holder = conn.execute(
+            'SELECT pg_backend_pid() FROM pg_advisory_lock(%s)', (MIGRATION_LOCK_ID,)
+        ).fetchone()[0]
         try:
-            conn.execute(
-                'CREATE TABLE IF NOT EXISTS schema_migrations ('
-                ' version text PRIMARY KEY,'
-                ' applied_at timestamptz NOT NULL DEFAULT now())'
-            )
-            done = {row[0] for row in conn.execute('SELECT version FROM schema_migrations')}
-            for path in migration_files(directory):
-                version = path.stem
-                if version in done:
+            with conn.transaction():
+                _check_session(conn, holder)
+                pending = _check_applied(conn, directory)
+            for path in files:
+                if path.stem not in pending or (
+                    target is not None and path.stem > target
+                ):
                     continue
+                source = path.read_bytes()
                 with conn.transaction():
-                    if conn.execute('SELECT pg_backend_pid()').fetchone()[0] != holder:
-                        raise RuntimeError(
-                            'migrate: the connection changed server sessions between statements (a '
-                            'transaction-mode pooler?), so the migration lock does not hold; set '
-                            'MIGRATE_DATABASE_URL to PostgreSQL itself. The pooler may keep the lock '
-                            'until it closes that server connection.')
-                    conn.execute(path.read_text())
-                    conn.execute('INSERT INTO schema_migrations (version) VALUES (%s)', (version,))
-                applied_now.append(version)
+                    _check_session(conn, holder)
+                    conn.execute(source.decode())
+                    conn.execute(
+                        'INSERT INTO schema_migrations (version, checksum)'
+                        ' VALUES (%s, %s)',
+                        (path.stem, hashlib.sha256(source).hexdigest()),
+                    )
+                applied_now.append(path.stem)
         finally:
             conn.execute('SELECT pg_advisory_unlock(%s)', (MIGRATION_LOCK_ID,))
     return applied_now
+
+
+def _check_session(conn, holder):
+    """Stop unless this transaction runs in the server session that holds the lock."""
+    if conn.execute('SELECT pg_backend_pid()').fetchone()[0] != holder:
+        raise RuntimeError(
+            'migrate: the connection changed server sessions between statements (a '
+            'transaction-mode pooler?), so the migration lock does not hold; set '
+            'MIGRATE_DATABASE_URL to PostgreSQL itself. The pooler may keep the lock '
+            'until it closes that server connection.'
+        )
+
+
+def _check_applied(conn, directory):
+    """Set up the bookkeeping, refuse a changed past, fill in missing checksums;
+    return the pending versions."""
+    conn.execute(
+        'CREATE TABLE IF NOT EXISTS schema_migrations ('
+        ' version text PRIMARY KEY,'
+        ' applied_at timestamptz NOT NULL DEFAULT now(),'
+        ' checksum text)'
+    )
+    # Databases migrated before issue 17 have no checksums; see docs/operations.md.
+    conn.execute('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text')
+    recorded = recorded_migrations(conn)
+    states = migration_states(recorded, directory)
+    reason = refusal(recorded, states, directory)
+    if reason:
+        raise MigrationRefused(reason)
+    for version, _, state in states:
+        if state == 'unchecked':
+            conn.execute(
+                'UPDATE schema_migrations SET checksum = %s WHERE version = %s'
+                ' AND checksum IS NULL',
+                (checksum(directory / f'{version}.sql'), version),
+            )
+    return {version for version, _, state in states if state == 'pending'}

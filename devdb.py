@@ -7,14 +7,18 @@ no other local user can reach the cluster (SPEC 10):
 - the directory (data, unix socket, server log) belongs to the user the server runs
   as (``postgres`` when we are root, since initdb and pg_ctl refuse root; else the
   caller) and is mode 0700: only that user (and root) can enter it, so only they can
-  reach the socket. No parent directory is touched;
+  reach the socket. No parent directory is touched. scripts/run as root makes it 0750
+  with the group of the user that serves the app (``frontdesk``), see Cluster.admit;
 - local connections use peer authentication, mapped in pg_ident.conf so that exactly
-  the cluster's user and the user who made it sign in as the superuser ``postgres``;
+  the cluster's user and the user who made it (and scripts/run's app user, as root)
+  sign in as the superuser ``postgres``;
 - TCP, only when a port is asked for (the test clusters), listens on 127.0.0.1 with
   scram-sha-256 and a random password that is never written to disk.
 
 Command line (used by scripts/run and scripts/test):
-  devdb.py embedded-start ROOT    start ROOT's embedded cluster, print its URL
+  devdb.py embedded-start ROOT [APP_USER]
+                                  start ROOT's embedded cluster, print its URL
+                                  (APP_USER: also admit that OS user, see Cluster.admit)
   devdb.py embedded-stop ROOT     stop it (data kept)
   devdb.py test-run -- CMD...     run CMD with TEST_DATABASE_URL on a throwaway cluster
 """
@@ -38,9 +42,14 @@ IDENT_MAP = 'owners'
 
 
 def pg_bindir():
-    found = sorted(glob.glob('/usr/lib/postgresql/*/bin'), key=lambda path: int(path.split('/')[-2]))
+    found = sorted(
+        glob.glob('/usr/lib/postgresql/*/bin'),
+        key=lambda path: int(path.split('/')[-2]),
+    )
     if not found:
-        raise RuntimeError('no PostgreSQL server binaries; scripts/bootstrap installs them')
+        raise RuntimeError(
+            'no PostgreSQL server binaries; scripts/bootstrap installs them'
+        )
     return found[-1]
 
 
@@ -73,15 +82,23 @@ class Cluster:
 
     def url(self, dbname='postgres'):
         if self.port:
-            return (f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
-                    f'/{dbname}')
+            return (
+                f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
+                f'/{dbname}'
+            )
         return f'postgresql://{SUPERUSER}@/{dbname}?host={urllib.parse.quote(str(self.home))}'
 
     def _run(self, tool, *args):
-        result = subprocess.run([*self._as, os.path.join(self.bindir, tool), *args], capture_output=True,
-                                text=True, timeout=120)
+        result = subprocess.run(
+            [*self._as, os.path.join(self.bindir, tool), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if result.returncode != 0:
-            raise RuntimeError(f'{tool} failed: {(result.stderr or result.stdout).strip()}')
+            raise RuntimeError(
+                f'{tool} failed: {(result.stderr or result.stdout).strip()}'
+            )
         return result
 
     def _own(self, path):
@@ -89,7 +106,8 @@ class Cluster:
         os.chown(path, owner.pw_uid, owner.pw_gid)
 
     def create(self):
-        """initdb with peer (local) and scram (TCP) authentication; no trust anywhere."""
+        """initdb with peer (local) and scram (TCP) authentication; no trust
+        anywhere."""
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self.home, 0o700)
         self._own(self.home)
@@ -99,27 +117,88 @@ class Cluster:
         os.chmod(pwfile, 0o600)
         self._own(pwfile)
         try:
-            self._run('initdb', '-D', str(self.data), '-U', SUPERUSER, '-E', 'UTF8', '--auth-local=peer',
-                      '--auth-host=scram-sha-256', f'--pwfile={pwfile}')
+            self._run(
+                'initdb',
+                '-D',
+                str(self.data),
+                '-U',
+                SUPERUSER,
+                '-E',
+                'UTF8',
+                '--auth-local=peer',
+                '--auth-host=scram-sha-256',
+                f'--pwfile={pwfile}',
+            )
         finally:
             pwfile.unlink(missing_ok=True)
         invoker = pwd.getpwuid(os.getuid()).pw_name
         # Written in place: the files keep initdb's owner and mode (0600).
         (self.data / 'pg_hba.conf').write_text(
-            '# Written by devdb.py: peer for the owners (pg_ident.conf), a password over TCP.\n'
+            '# Written by devdb.py: peer for the owners (pg_ident.conf), a password'
+            ' over TCP.\n'
             f'local all all peer map={IDENT_MAP}\n'
-            'host all all 127.0.0.1/32 scram-sha-256\n')
-        (self.data / 'pg_ident.conf').write_text(''.join(
-            f'{IDENT_MAP} {user} {SUPERUSER}\n' for user in dict.fromkeys([self.owner, invoker])))
+            'host all all 127.0.0.1/32 scram-sha-256\n'
+        )
+        (self.data / 'pg_ident.conf').write_text(
+            ''.join(
+                f'{IDENT_MAP} {user} {SUPERUSER}\n'
+                for user in dict.fromkeys([self.owner, invoker])
+            )
+        )
+
+    def admit(self, user):
+        """Let the OS user ``user`` sign in as the superuser too, through the socket.
+
+        Issue 17: scripts/run started as root serves as an unprivileged user, which
+        must reach this cluster. The simplest safe way: its line in the ident map (added
+        to a cluster made before, then reloaded), and the home directory 0750 with that
+        user's own group, so it can enter it and reach the socket. data/ stays 0700 and
+        the log 0600 (the server's), and no other local user gains anything. Not chosen:
+        a second socket directory elsewhere (one more path to create, own and clean up)
+        and TCP (a password on disk).
+        """
+        ident = self.data / 'pg_ident.conf'
+        lines = ident.read_text().splitlines()
+        line = f'{IDENT_MAP} {user} {SUPERUSER}'
+        if line not in lines:
+            # Written in place: the file keeps its owner and mode (0600).
+            ident.write_text(''.join(f'{kept}\n' for kept in [*lines, line]))
+            if self.running():
+                self._run('pg_ctl', 'reload', '-D', str(self.data))
+        os.chown(self.home, -1, pwd.getpwnam(user).pw_gid)
+        os.chmod(self.home, 0o750)
 
     def _ctl(self, action, *extra):
-        listen = f'-c listen_addresses=127.0.0.1 -p {self.port}' if self.port else "-c listen_addresses=''"
+        listen = (
+            f'-c listen_addresses=127.0.0.1 -p {self.port}'
+            if self.port
+            else "-c listen_addresses=''"
+        )
         options = f"{listen} -k '{self.home}'"
-        self._run('pg_ctl', '-D', str(self.data), '-l', str(self.log), '-o', options, '-w', *extra, action)
+        self._run(
+            'pg_ctl',
+            '-D',
+            str(self.data),
+            '-l',
+            str(self.log),
+            '-o',
+            options,
+            '-w',
+            *extra,
+            action,
+        )
 
     def running(self):
-        status = subprocess.run([*self._as, os.path.join(self.bindir, 'pg_ctl'), 'status', '-D', str(self.data)],
-                                capture_output=True)
+        status = subprocess.run(
+            [
+                *self._as,
+                os.path.join(self.bindir, 'pg_ctl'),
+                'status',
+                '-D',
+                str(self.data),
+            ],
+            capture_output=True,
+        )
         return status.returncode == 0
 
     def start(self):
@@ -140,7 +219,8 @@ class Cluster:
 
 
 def throwaway(port=None):
-    """A new cluster in a fresh temporary directory, started; ``destroy()`` removes it."""
+    """A new cluster in a fresh temporary directory, started; ``destroy()`` removes
+    it."""
     cluster = Cluster(tempfile.mkdtemp(prefix='frontdesk-pg-'), port or free_port())
     try:
         cluster.create()
@@ -154,7 +234,12 @@ def throwaway(port=None):
 def _can_traverse(user, path):
     if os.geteuid() != 0:
         return True
-    return subprocess.run(['runuser', '-u', user, '--', 'test', '-x', str(path)]).returncode == 0
+    return (
+        subprocess.run(
+            ['runuser', '-u', user, '--', 'test', '-x', str(path)]
+        ).returncode
+        == 0
+    )
 
 
 def embedded_home(root):
@@ -174,23 +259,36 @@ def embedded_home(root):
     return home
 
 
-def embedded_start(root):
+def embedded_start(root, app_user=None):
     """Start ROOT's embedded cluster (made on first use), create database frontdesk,
-    write its URL to ROOT/var/run/database_url (read by config.py) and return it."""
+    write its URL to ROOT/var/run/database_url (read by config.py) and return it.
+
+    ``app_user``: the OS user that serves the app (scripts/run as root), admitted too.
+    """
     import psycopg
 
     cluster = Cluster(embedded_home(root))
     if (pathlib.Path(root) / 'var' / 'pgdata' / 'PG_VERSION').exists():
-        print('scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust authentication);'
-              ' it is no longer used: move its data over with pg_dump if you need it, then delete it',
-              file=sys.stderr)
+        print(
+            'scripts/run: ./var/pgdata is the cluster of an older scripts/run (trust '
+            'authentication); it is no longer used: move its data over with pg_dump '
+            'if you need it, then delete it',
+            file=sys.stderr,
+        )
     if not cluster.initialised:
-        print(f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}', file=sys.stderr)
+        print(
+            f'scripts/run: creating the embedded PostgreSQL cluster in {cluster.home}',
+            file=sys.stderr,
+        )
         cluster.create()
+    if app_user:
+        cluster.admit(app_user)
     if not cluster.running():
         cluster.start()
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = 'frontdesk'").fetchone():
+        if not conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = 'frontdesk'"
+        ).fetchone():
             conn.execute('CREATE DATABASE frontdesk')
     url = cluster.url('frontdesk')
     run_dir = pathlib.Path(root) / 'var' / 'run'
@@ -226,11 +324,17 @@ def test_run(command):
         signal.signal(signum, forward)
     cluster = throwaway()
     try:
-        print(f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} (removed at the end)',
-              file=sys.stderr, flush=True)
+        print(
+            f'scripts/test: throwaway PostgreSQL cluster in {cluster.home} '
+            '(removed at the end)',
+            file=sys.stderr,
+            flush=True,
+        )
         if pending:
             return 128 + pending[0]
-        child = subprocess.Popen(command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()})
+        child = subprocess.Popen(
+            command, env={**os.environ, 'TEST_DATABASE_URL': cluster.url()}
+        )
         if pending:  # arrived while Popen ran, before ``child`` was set
             child.send_signal(pending[0])
         return child.wait()
@@ -243,7 +347,7 @@ def test_run(command):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == 'embedded-start':
-        print(embedded_start(argv[1]))
+        print(embedded_start(*argv[1:3]))
     elif len(argv) >= 2 and argv[0] == 'embedded-stop':
         embedded_stop(argv[1])
     elif len(argv) >= 3 and argv[0] == 'test-run' and argv[1] == '--':

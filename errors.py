@@ -19,9 +19,13 @@ NOT_FOUND_BODY = {'error': 'Resource could not be found'}
 UNAUTHENTICATED_BODY = {'errors': ['You need to sign in or sign up before continuing.']}
 FORBIDDEN_ROLE_BODY = {'error': 'You are not authorized to do this action'}
 NEEDS_SESSION_BODY = {'error': 'This action needs a signed-in session'}
-MFA_UNAVAILABLE_BODY = {'error': 'MFA feature is not available. Please configure SECRET_KEY.'}
-MFA_ENROLLMENT_REQUIRED_BODY = {'error': 'Your account requires two-factor sign-in: enable it first',
-                                'error_code': 'mfa_enrollment_required'}
+MFA_UNAVAILABLE_BODY = {
+    'error': 'MFA feature is not available. Please configure SECRET_KEY.'
+}
+MFA_ENROLLMENT_REQUIRED_BODY = {
+    'error': 'Your account requires two-factor sign-in: enable it first',
+    'error_code': 'mfa_enrollment_required',
+}
 INVALID_MFA_TOKEN_BODY = {'error': 'Invalid or expired MFA token'}
 INVALID_CODE_BODY = {'error': 'Invalid verification code'}
 RETRY_AFTER_SECONDS = '5'
@@ -70,7 +74,8 @@ class MFAUnavailable(APIError):
 
 
 class MFAEnrollmentRequired(APIError):
-    """A member of an account that requires MFA, without it, outside the MFA endpoints."""
+    """A member of an account that requires MFA, without it, outside the MFA
+    endpoints."""
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, MFA_ENROLLMENT_REQUIRED_BODY)
@@ -127,7 +132,9 @@ class Unavailable(APIError):
 class TooManyRequests(APIError):
     def __init__(self, retry_after):
         super().__init__(
-            falcon.HTTP_429, {'message': 'Retry later'}, headers={'Retry-After': str(retry_after)}
+            falcon.HTTP_429,
+            {'message': 'Retry later'},
+            headers={'Retry-After': str(retry_after)},
         )
 
 
@@ -142,7 +149,10 @@ def _body_for(req, ex):
     if status == 413:
         return {'message': ex.description or 'Request body is too large'}
     if status == 500:
-        return {'message': 'Internal server error', 'request_id': req.context.get('request_id')}
+        return {
+            'message': 'Internal server error',
+            'request_id': req.context.get('request_id'),
+        }
     return {'message': ex.description or ex.title}
 
 
@@ -165,7 +175,11 @@ def _media_error(req, resp, ex, params):
 
 
 def _database_unavailable(req, resp, ex, params):
-    log.warning('database unavailable: %s request_id=%s', type(ex).__name__, req.context.get('request_id'))
+    log.warning(
+        'database unavailable: %s request_id=%s',
+        type(ex).__name__,
+        req.context.get('request_id'),
+    )
     raise Unavailable()
 
 
@@ -193,18 +207,32 @@ def _unexpected(req, resp, ex, params):
         # A database message can quote the failing row ("Failing row contains (...)"),
         # digests and hashes included: log where it failed, not what it said.
         frames = ''.join(traceback.format_tb(ex.__traceback__))
-        log.error('unhandled %s sqlstate=%s constraint=%s on %s %s request_id=%s\n%s', type(ex).__name__,
-                  ex.sqlstate, ex.diag.constraint_name, req.method, req.path, request_id, frames)
+        log.error(
+            'unhandled %s sqlstate=%s constraint=%s on %s %s request_id=%s\n%s',
+            type(ex).__name__,
+            ex.sqlstate,
+            ex.diag.constraint_name,
+            req.method,
+            req.path,
+            request_id,
+            frames,
+        )
     else:
-        log.exception('unhandled %s on %s %s request_id=%s', type(ex).__name__, req.method, req.path, request_id)
+        log.exception(
+            'unhandled %s on %s %s request_id=%s',
+            type(ex).__name__,
+            req.method,
+            req.path,
+            request_id,
+        )
     raise falcon.HTTPInternalServerError()
 
 
 def install(app):
     """Register the serializer and the handlers on ``app``."""
     app.set_error_serializer(serialize)
-    # Falcon picks the most specific class registered for an exception, whatever the order;
-    # psycopg_pool.PoolTimeout is an OperationalError, so it is a 503 too.
+    # Falcon picks the most specific class registered for an exception, whatever the
+    # order; psycopg_pool.PoolTimeout is an OperationalError, so it is a 503 too.
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(falcon.HTTPMethodNotAllowed, _method_not_allowed)
     app.add_error_handler(falcon.MediaMalformedError, _media_error)

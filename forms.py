@@ -1,10 +1,10 @@
 """application/x-www-form-urlencoded bodies, read as Rails reads them (SPEC 11).
 
 ``profile[name]=Ada&profile[ui_settings][theme]=dark`` becomes
-``{"profile": {"name": "Ada", "ui_settings": {"theme": "dark"}}}``; ``tags[]=a&tags[]=b``
-a list. Every value is a string; ``coerce()`` then turns the ones the schema wants as
-another type into it, as Rails' type casting does, so validation, limits and error
-messages are those of a JSON body.
+``{"profile": {"name": "Ada", "ui_settings": {"theme": "dark"}}}``;
+``tags[]=a&tags[]=b`` a list. Every value is a string; ``coerce()`` then turns the
+ones the schema wants as another type into it, as Rails' type casting does, so
+validation, limits and error messages are those of a JSON body.
 """
 
 import re
@@ -51,8 +51,13 @@ def _container(doc, parents, key):
 def parse(data):
     """Form bytes -> nested dict of strings (and lists of strings for ``name[]``)."""
     try:
-        pairs = urllib.parse.parse_qsl(data.decode('utf-8'), keep_blank_values=True, encoding='utf-8',
-                                       errors='strict', max_num_fields=MAX_FIELDS)
+        pairs = urllib.parse.parse_qsl(
+            data.decode('utf-8'),
+            keep_blank_values=True,
+            encoding='utf-8',
+            errors='strict',
+            max_num_fields=MAX_FIELDS,
+        )
     except UnicodeDecodeError:
         raise _malformed('not UTF-8') from None
     except ValueError:
@@ -97,7 +102,8 @@ class FormHandler(falcon.media.BaseHandler):
 
 
 def _types(schema, resolver):
-    """The JSON types ``schema`` accepts (empty: any), following $ref and anyOf/oneOf."""
+    """The JSON types ``schema`` accepts (empty: any), following $ref and
+    anyOf/oneOf."""
     schema, resolver = _deref(schema, resolver)
     found = set()
     kind = schema.get('type')
@@ -105,8 +111,10 @@ def _types(schema, resolver):
         found.update(kind if isinstance(kind, list) else [kind])
     elif 'enum' in schema or 'const' in schema:
         values = schema.get('enum', [schema.get('const')])
-        found.update('null' if value is None else 'string' if isinstance(value, str) else 'other'
-                     for value in values)
+        found.update(
+            'null' if value is None else 'string' if isinstance(value, str) else 'other'
+            for value in values
+        )
     for key in ('anyOf', 'oneOf'):
         for branch in schema.get(key, ()):
             branch_types = _types(branch, resolver)
@@ -128,8 +136,10 @@ def coerce(value, schema, resolver):
     schema, resolver = _deref(schema, resolver)
     if isinstance(value, dict):
         properties = schema.get('properties', {})
-        return {key: coerce(item, properties[key], resolver) if key in properties else item
-                for key, item in value.items()}
+        return {
+            key: coerce(item, properties[key], resolver) if key in properties else item
+            for key, item in value.items()
+        }
     if not isinstance(value, str):
         return value
     types = _types(schema, resolver)

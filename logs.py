@@ -21,11 +21,16 @@ _NAMED = {'\n': '\\n', '\r': '\\r', '\t': '\\t', '\\': '\\\\'}
 
 def escape(text):
     """``text`` with control characters, backslash and space as escapes."""
-    return _UNSAFE.sub(lambda match: _NAMED.get(match[0]) or f'\\x{ord(match[0]):02x}', text)
+    return _UNSAFE.sub(
+        lambda match: _NAMED.get(match[0]) or f'\\x{ord(match[0]):02x}', text
+    )
 
 
 def _utc(record):
-    return time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(record.created)) + f'.{int(record.msecs):03d}Z'
+    return (
+        time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(record.created))
+        + f'.{int(record.msecs):03d}Z'
+    )
 
 
 class TextFormatter(logging.Formatter):
@@ -41,8 +46,12 @@ class TextFormatter(logging.Formatter):
 
 class JSONFormatter(logging.Formatter):
     def format(self, record):
-        doc = {'time': _utc(record), 'level': record.levelname, 'logger': record.name,
-               'message': record.getMessage()}
+        doc = {
+            'time': _utc(record),
+            'level': record.levelname,
+            'logger': record.name,
+            'message': record.getMessage(),
+        }
         doc.update(getattr(record, 'fields', None) or {})
         if record.exc_info:
             doc['exception'] = self.formatException(record.exc_info)
@@ -53,8 +62,13 @@ FORMATTERS = {'text': TextFormatter, 'json': JSONFormatter}
 
 
 def gunicorn_logconfig(log_format):
-    """gunicorn's ``logconfig_dict``: its error log and the root logger in our format."""
-    handler = {'class': 'logging.StreamHandler', 'formatter': 'frontdesk', 'stream': 'ext://sys.stderr'}
+    """gunicorn's ``logconfig_dict``: its error log and the root logger in our
+    format."""
+    handler = {
+        'class': 'logging.StreamHandler',
+        'formatter': 'frontdesk',
+        'stream': 'ext://sys.stderr',
+    }
     return {
         'version': 1,
         'disable_existing_loggers': False,
@@ -62,7 +76,11 @@ def gunicorn_logconfig(log_format):
         'handlers': {'console': handler},
         'root': {'level': 'INFO', 'handlers': ['console']},
         'loggers': {
-            'gunicorn.error': {'level': 'INFO', 'handlers': ['console'], 'propagate': False},
+            'gunicorn.error': {
+                'level': 'INFO',
+                'handlers': ['console'],
+                'propagate': False,
+            },
             # The app writes the access lines (middleware/access_log.py).
             'gunicorn.access': {'level': 'INFO', 'handlers': [], 'propagate': False},
         },

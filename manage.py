@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune, mailbox,
-disable-mfa.
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune,
+mailbox, disable-mfa, schema-dump.
 
 Without DATABASE_URL they use scripts/run's embedded database (config.py).
 """
@@ -22,6 +22,7 @@ import config as config_module
 import db
 import errors
 import logs
+import schema_dump
 from services import mfa
 from services import outbox
 from services import passwords
@@ -32,12 +33,49 @@ from validators import load_validators
 def cmd_migrate(config, args):
     # issue 14: migrations hold a session-level advisory lock, so they go direct to
     # PostgreSQL (MIGRATE_DATABASE_URL) when DATABASE_URL is a transaction-mode pooler.
-    applied = db.migrate(config.migrate_database_url or config.database_url)
-    print(f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}')
+    url = config.migrate_database_url or config.database_url
+    if args.status:
+        return migration_status(url)
+    try:
+        applied = db.migrate(url)
+    except db.MigrationRefused as ex:
+        sys.exit(f'manage.py migrate: {ex}')
+    print(
+        f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}'
+    )
+
+
+def migration_status(url):
+    """One line per migration, applied (with when) or pending; reads only, takes no
+    lock."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        recorded = db.recorded_migrations(conn)
+    states = db.migration_states(recorded)
+    for version, applied_at, state in states:
+        print(
+            f'{state:<12} {db.utc_time(applied_at) if applied_at else "":<23} {version}'
+        )
+    reason = db.refusal(recorded, states)
+    if reason:
+        sys.exit(f'manage.py migrate: {reason}')
+
+
+def cmd_schema_dump(args):
+    """Write sql/schema.sql from a throwaway cluster migrated from nothing."""
+    text = schema_dump.regenerate()
+    print(
+        f'schema-dump: wrote {schema_dump.SCHEMA_FILE.relative_to(db.ROOT)} '
+        f'({text.count(chr(10))} lines)'
+    )
 
 
 def cmd_create_user(config, args):
-    fields = {'email': args.email, 'name': args.name, 'password': args.password, 'confirmed': args.confirmed}
+    fields = {
+        'email': args.email,
+        'name': args.name,
+        'password': args.password,
+        'confirmed': args.confirmed,
+    }
     if args.account_id is not None:
         fields.update(account_id=args.account_id, role=args.role)
     try:
@@ -48,42 +86,73 @@ def cmd_create_user(config, args):
     hashed = passwords.hash_password(args.password, config.bcrypt_rounds)
     with db.connect(config, row_factory=dict_row) as conn:
         try:
-            user_id = users.create_user(conn, queries, name=args.name.strip(), email=args.email.strip().lower(),
-                                        encrypted_password=hashed, confirmed=args.confirmed)
+            user_id = users.create_user(
+                conn,
+                queries,
+                name=args.name.strip(),
+                email=args.email.strip().lower(),
+                encrypted_password=hashed,
+                confirmed=args.confirmed,
+            )
         except users.EmailTaken:
-            sys.exit(f'create-user: Email has already been taken ({args.email.strip().lower()})')
+            sys.exit(
+                'create-user: Email has already been taken '
+                f'({args.email.strip().lower()})'
+            )
         if args.account_id is not None:
             try:
-                conn.execute(queries['memberships.insert'], {
-                    'account_id': args.account_id, 'user_id': user_id, 'role': args.role, 'stamp_active': False})
+                conn.execute(
+                    queries['memberships.insert'],
+                    {
+                        'account_id': args.account_id,
+                        'user_id': user_id,
+                        'role': args.role,
+                        'stamp_active': False,
+                    },
+                )
             except psycopg.errors.ForeignKeyViolation:
                 sys.exit(f'create-user: no account with id {args.account_id}')
-        doc = conn.execute(queries['users.document'], {
-            'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix}).fetchone()['doc']
-    sys.stdout.write(orjson.dumps(orjson.loads(doc), option=orjson.OPT_INDENT_2).decode() + '\n')
+        doc = conn.execute(
+            queries['users.document'],
+            {'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix},
+        ).fetchone()['doc']
+    sys.stdout.write(
+        orjson.dumps(orjson.loads(doc), option=orjson.OPT_INDENT_2).decode() + '\n'
+    )
 
 
 def cmd_touch_cache_key(config, args):
     queries = db.load_queries()
     with db.connect(config, row_factory=dict_row, autocommit=True) as conn:
-        row = conn.execute(queries['accounts.touch_cache_key'],
-                           {'account_id': args.account_id, 'key': args.key}).fetchone()
+        row = conn.execute(
+            queries['accounts.touch_cache_key'],
+            {'account_id': args.account_id, 'key': args.key},
+        ).fetchone()
     if row is None:
         sys.exit(f'touch-cache-key: no account with id {args.account_id}')
     print(row['doc'])
 
 
 def cmd_disable_mfa(config, args):
-    """The way back for a user who lost both the authenticator and the recovery codes."""
+    """The way back for a user who lost both the authenticator and the recovery
+    codes."""
     queries = db.load_queries()
     email = args.email.strip().lower()
-    with psycopg.connect(config.database_url, row_factory=dict_row, autocommit=True) as conn:
+    with psycopg.connect(
+        config.database_url, row_factory=dict_row, autocommit=True
+    ) as conn:
         with conn.transaction():
-            user = conn.execute(queries['confirmations.user_by_email'], {'email': email}).fetchone()
+            user = conn.execute(
+                queries['confirmations.user_by_email'], {'email': email}
+            ).fetchone()
             if user is None:
                 sys.exit(f'disable-mfa: no user with e-mail {email}')
             disabled = mfa.disable_by_operator(conn, queries, config, user['id'])
-    print(orjson.dumps({'email': email, 'mfa_enabled': False, 'was_enabled': disabled}).decode())
+    print(
+        orjson.dumps(
+            {'email': email, 'mfa_enabled': False, 'was_enabled': disabled}
+        ).decode()
+    )
 
 
 def cmd_deliver_mail(config, args):
@@ -93,24 +162,37 @@ def cmd_deliver_mail(config, args):
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     outcomes = outbox.run(config, db.load_queries(), once=args.once, stop=stop)
-    print(f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, {outcomes["failed"]} failed')
+    print(
+        f'deliver-mail: {outcomes["sent"]} sent, {outcomes["pending"]} to retry, '
+        f'{outcomes["failed"]} failed'
+    )
 
 
 def cmd_prune(config, args):
     """Delete audit events older than AUDIT_RETENTION_DAYS.
 
-    Only the owner of audit_events may delete from it (docs/security.md): run this with the
-    owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
+    Only the owner of audit_events may delete from it (docs/security.md): run this with
+    the owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
     DATABASE_URL.
     """
     url = config.migrate_database_url or config.database_url
-    with psycopg.connect(url, row_factory=dict_row, autocommit=True, **db.session_options(config)) as conn:
+    with psycopg.connect(
+        url, row_factory=dict_row, autocommit=True, **db.session_options(config)
+    ) as conn:
         try:
-            cursor = conn.execute(db.load_queries()['audit.prune'], {'retention_days': config.audit_retention_days})
+            cursor = conn.execute(
+                db.load_queries()['audit.prune'],
+                {'retention_days': config.audit_retention_days},
+            )
         except psycopg.errors.InsufficientPrivilege:
-            sys.exit('prune: this role may not delete audit events; run it as the owner of audit_events '
-                     '(the role migrations run as)')
-    print(f'prune: {cursor.rowcount} audit event(s) older than {config.audit_retention_days} days deleted')
+            sys.exit(
+                'prune: this role may not delete audit events; run it as the owner of '
+                'audit_events (the role migrations run as)'
+            )
+    print(
+        f'prune: {cursor.rowcount} audit event(s) older than '
+        f'{config.audit_retention_days} days deleted'
+    )
 
 
 def cmd_mailbox(args):
@@ -121,25 +203,52 @@ def cmd_mailbox(args):
         if shown == args.limit:
             break
         with open(path, 'rb') as source:
-            message = email.message_from_binary_file(source, policy=email.policy.default)
+            message = email.message_from_binary_file(
+                source, policy=email.policy.default
+            )
         if args.to and message['To'].addresses[0].addr_spec.lower() != args.to.lower():
             continue
         shown += 1
-        print(f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  ({path.name})')
+        print(
+            f'{message["Date"]}  to {message["To"]}  {message["Subject"]}  '
+            f'({path.name})'
+        )
         for link in outbox.links(message):
             print(f'    {link}')
     if not shown:
-        print(f'no messages{" to " + args.to if args.to else ""} in {directory} '
-              '(scripts/run without SMTP_HOST writes them there)')
+        print(
+            f'no messages{" to " + args.to if args.to else ""} in {directory} '
+            '(scripts/run without SMTP_HOST writes them there)'
+        )
 
 
 def parser():
     top = argparse.ArgumentParser(prog='manage.py', description=__doc__)
     commands = top.add_subparsers(dest='command', required=True)
 
-    commands.add_parser('migrate', help='apply pending migrations (idempotent)').set_defaults(run=cmd_migrate)
+    migrate = commands.add_parser(
+        'migrate',
+        help='apply pending migrations (idempotent); refuses when an applied '
+        "migration's file changed or is missing",
+    )
+    migrate.add_argument(
+        '--status',
+        action='store_true',
+        help='list applied (with the time) and pending migrations; change nothing',
+    )
+    migrate.set_defaults(run=cmd_migrate)
 
-    create = commands.add_parser('create-user', help='create a user and print it as JSON')
+    dump = commands.add_parser(
+        'schema-dump',
+        help='regenerate sql/schema.sql: a throwaway cluster, migrated, '
+        "dumped with the machine's pg_dump",
+    )
+    # Its own cluster: works without a database.
+    dump.set_defaults(run=cmd_schema_dump, offline=True)
+
+    create = commands.add_parser(
+        'create-user', help='create a user and print it as JSON'
+    )
     create.add_argument('--email', required=True)
     create.add_argument('--name', required=True)
     create.add_argument('--password', required=True)
@@ -148,24 +257,37 @@ def parser():
     create.add_argument('--confirmed', action='store_true')
     create.set_defaults(run=cmd_create_user)
 
-    touch = commands.add_parser('touch-cache-key', help="set an account's cache key to now")
+    touch = commands.add_parser(
+        'touch-cache-key', help="set an account's cache key to now"
+    )
     touch.add_argument('--account-id', type=int, required=True)
     touch.add_argument('key', choices=('label', 'inbox', 'team'))
     touch.set_defaults(run=cmd_touch_cache_key)
 
-    off = commands.add_parser('disable-mfa', help="turn a user's MFA off (after checking who asks, out of band); "
-                                                  'ends every session and replaces the access token')
+    off = commands.add_parser(
+        'disable-mfa',
+        help="turn a user's MFA off (after checking who asks, out of band); "
+        'ends every session and replaces the access token',
+    )
     off.add_argument('--email', required=True)
     off.set_defaults(run=cmd_disable_mfa)
 
-    deliver = commands.add_parser('deliver-mail', help='send queued e-mail over SMTP until stopped')
-    deliver.add_argument('--once', action='store_true', help='send what is due, then exit')
+    deliver = commands.add_parser(
+        'deliver-mail', help='send queued e-mail over SMTP until stopped'
+    )
+    deliver.add_argument(
+        '--once', action='store_true', help='send what is due, then exit'
+    )
     deliver.set_defaults(run=cmd_deliver_mail)
 
-    commands.add_parser('prune', help='delete audit events older than AUDIT_RETENTION_DAYS (run as the owner)'
-                        ).set_defaults(run=cmd_prune)
+    commands.add_parser(
+        'prune',
+        help='delete audit events older than AUDIT_RETENTION_DAYS (run as the owner)',
+    ).set_defaults(run=cmd_prune)
 
-    mailbox = commands.add_parser('mailbox', help='list the latest development mails (MAIL_DIR) with their links')
+    mailbox = commands.add_parser(
+        'mailbox', help='list the latest development mails (MAIL_DIR) with their links'
+    )
     mailbox.add_argument('--limit', type=int, default=10, help='how many (default 10)')
     mailbox.add_argument('--to', help='only messages to this address')
     # Reads files only: works without a database.
@@ -182,7 +304,10 @@ def main(argv=None):
         args.run(config, args)
     except psycopg.OperationalError as ex:
         # One line an operator can act on, not a traceback.
-        reason = ' '.join(line.strip() for line in str(ex).splitlines() if line.strip()) or type(ex).__name__
+        reason = (
+            ' '.join(line.strip() for line in str(ex).splitlines() if line.strip())
+            or type(ex).__name__
+        )
         sys.exit(f'manage.py {args.command}: cannot reach the database: {reason}')
 
 

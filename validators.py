@@ -24,7 +24,10 @@ def _not_blank(validator, wanted, instance, schema):
 
 
 def _max_bytes(validator, limit, instance, schema):
-    if isinstance(instance, str) and len(instance.encode('utf-8', 'surrogatepass')) > limit:
+    if (
+        isinstance(instance, str)
+        and len(instance.encode('utf-8', 'surrogatepass')) > limit
+    ):
         yield jsonschema.ValidationError('too many bytes')
 
 
@@ -77,29 +80,59 @@ def _message(error):
     """Turn one jsonschema error into (attribute, full message)."""
     if error.validator in ('anyOf', 'oneOf') and error.context:
         # "a locale or null": report why it is not a locale, not that it is not null.
-        branches = [sub for sub in error.context if not (sub.validator == 'type' and sub.validator_value == 'null')]
+        branches = [
+            sub
+            for sub in error.context
+            if not (sub.validator == 'type' and sub.validator_value == 'null')
+        ]
         return _message(branches[0] if branches else error.context[0])
-    keyword, value, instance, schema = error.validator, error.validator_value, error.instance, error.schema
+    keyword, value, instance, schema = (
+        error.validator,
+        error.validator_value,
+        error.instance,
+        error.schema,
+    )
     path = [part for part in error.absolute_path if isinstance(part, str)]
     if keyword in ('required', 'dependentRequired'):
-        wanted = value if keyword == 'required' else [
-            name for key, names in value.items() if key in instance for name in names]
+        wanted = (
+            value
+            if keyword == 'required'
+            else [
+                name
+                for key, names in value.items()
+                if key in instance
+                for name in names
+            ]
+        )
         missing = next(name for name in wanted if name not in instance)
         prop = schema.get('properties', {}).get(missing, {})
         attribute = missing
-        text = _TYPE_MESSAGES['boolean'] if _wanted_type(prop) == 'boolean' else "can't be blank"
+        text = (
+            _TYPE_MESSAGES['boolean']
+            if _wanted_type(prop) == 'boolean'
+            else "can't be blank"
+        )
     else:
         attribute = path[-1] if path else ''
         if keyword == 'type':
             wanted = _wanted_type(schema)
-            # SPEC 0: a null where an object (or a string) is required counts as missing.
-            text = "can't be blank" if instance is None and wanted != 'boolean' else _TYPE_MESSAGES.get(wanted, 'is invalid')
+            # SPEC 0: a null where an object (or a string) is required counts as
+            # missing.
+            text = (
+                "can't be blank"
+                if instance is None and wanted != 'boolean'
+                else _TYPE_MESSAGES.get(wanted, 'is invalid')
+            )
         elif keyword == 'maxLength':
             text = f'is too long (maximum is {value} characters)'
         elif keyword == 'maxBytes':
             text = f'is too long (maximum is {value} bytes)'
         elif keyword == 'minLength':
-            text = "can't be blank" if instance == '' else f'is too short (minimum is {value} characters)'
+            text = (
+                "can't be blank"
+                if instance == ''
+                else f'is too short (minimum is {value} characters)'
+            )
         elif keyword == 'notBlank':
             text = "can't be blank"
         elif keyword == 'enum':
@@ -146,14 +179,18 @@ class SchemaValidator:
 
 def load_schemas(directory=SCHEMAS_DIR):
     """Return ``{stem: schema dict}`` for every file in ``schemas/``."""
-    return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob('*.json'))}
+    return {
+        path.stem: json.loads(path.read_text())
+        for path in sorted(directory.glob('*.json'))
+    }
 
 
 def load_validators(directory=SCHEMAS_DIR):
     """Compile every request schema; a broken schema stops the boot."""
     schemas = load_schemas(directory)
     registry = referencing.Registry().with_resources(
-        (f'{stem}.json', referencing.Resource.from_contents(schema)) for stem, schema in schemas.items()
+        (f'{stem}.json', referencing.Resource.from_contents(schema))
+        for stem, schema in schemas.items()
     )
     compiled = {}
     for stem, schema in schemas.items():

@@ -1,9 +1,9 @@
--- wrk script for bench/bench.py. Every request, the /healthz baseline's included, is
+-- wrk script for bench/ (python -m bench). Every request, the /healthz baseline's included, is
 -- built by request(), so wrk spends about the same per request on every endpoint.
 --
 --   wrk ... -s bench/bench.lua http://127.0.0.1:PORT -- <endpoint> <users> <password> <nonce>
 --
--- User i (1..users) was seeded by bench.py: e-mail user<i>@bench.test, token
+-- User i (1..users) was seeded by bench/common.py: e-mail user<i>@bench.test, token
 -- bench-token-<i> on client client-<i>, administrator of account i.
 
 local endpoint, users, password, nonce
@@ -67,7 +67,7 @@ function request()
   return build[endpoint](math.random(users))
 end
 
--- One machine-readable line for bench.py; latencies in microseconds.
+-- One machine-readable line for bench/common.py; latencies in microseconds.
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(

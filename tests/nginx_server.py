@@ -1,6 +1,8 @@
-"""Real nginx running deploy/nginx.conf for the tests (test_nginx, test_smoke, test_two_instances)."""
+"""Real nginx running deploy/nginx.conf for the tests (test_nginx, test_smoke,
+test_two_instances)."""
 
 import contextlib
+from http.client import HTTPConnection
 import os
 import pathlib
 import shutil
@@ -9,12 +11,11 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
-from http.client import HTTPConnection
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.conftest import free_port
+from tests.support import ROOT
+from tests.support.servers import free_port
 
 SITE = ROOT / 'deploy' / 'nginx.conf'
 
@@ -37,11 +38,15 @@ http {{
 
 
 def nginx_binary():
-    found = shutil.which('nginx') or ('/usr/sbin/nginx' if os.path.exists('/usr/sbin/nginx') else None)
+    found = shutil.which('nginx') or (
+        '/usr/sbin/nginx' if os.path.exists('/usr/sbin/nginx') else None
+    )
     if found is None:
         # scripts/bootstrap installs it; in CI a missing nginx is a failure, not a skip.
         if os.environ.get('CI'):
-            pytest.fail('nginx is not installed (scripts/bootstrap installs nginx-light)')
+            pytest.fail(
+                'nginx is not installed (scripts/bootstrap installs nginx-light)'
+            )
         pytest.skip('nginx is not installed; run scripts/test, which installs it')
     return found
 
@@ -54,17 +59,23 @@ def render_site(upstream, port, avatar_dir, access_log, read_timeout='60s'):
     """
     text = SITE.read_text()
     marker = 'server 127.0.0.1:8000 '
-    assert text.count(marker) == 1, f'deploy/nginx.conf should contain {marker!r} exactly once'
+    assert text.count(marker) == 1, (
+        f'deploy/nginx.conf should contain {marker!r} exactly once'
+    )
     line = next(line for line in text.splitlines(keepends=True) if marker in line)
     upstreams = [upstream] if isinstance(upstream, str) else upstream
-    text = text.replace(line, ''.join(line.replace('127.0.0.1:8000', address) for address in upstreams))
+    text = text.replace(
+        line, ''.join(line.replace('127.0.0.1:8000', address) for address in upstreams)
+    )
     for old, new in [
         ('listen 80;', f'listen 127.0.0.1:{port};'),
         ('/srv/frontdesk/var/avatars/', f'{avatar_dir}/'),
         ('/var/log/nginx/frontdesk.access.log', str(access_log)),
         ('proxy_read_timeout 60s;', f'proxy_read_timeout {read_timeout};'),
     ]:
-        assert text.count(old) == 1, f'deploy/nginx.conf should contain {old!r} exactly once'
+        assert text.count(old) == 1, (
+            f'deploy/nginx.conf should contain {old!r} exactly once'
+        )
         text = text.replace(old, new)
     return text
 
@@ -74,7 +85,10 @@ def wait_for_port(port, proc, timeout=10.0):
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f'nginx exited with {proc.returncode}')
-        with contextlib.suppress(OSError), socket.create_connection(('127.0.0.1', port), timeout=1):
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(('127.0.0.1', port), timeout=1),
+        ):
             return
         time.sleep(0.05)
     raise TimeoutError(f'nginx did not listen on {port} within {timeout} s')
@@ -87,12 +101,24 @@ def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
     conf_dir.chmod(0o755)  # the workers run as nobody and need the temp dirs in here
     port = free_port()
     access_log = conf_dir / 'access.log'
-    (conf_dir / 'frontdesk.conf').write_text(render_site(upstream, port, avatar_dir, access_log, read_timeout))
+    (conf_dir / 'frontdesk.conf').write_text(
+        render_site(upstream, port, avatar_dir, access_log, read_timeout)
+    )
     (conf_dir / 'nginx.conf').write_text(MAIN_CONF.format(dir=conf_dir))
     proc = subprocess.Popen(
-        [nginx_binary(), '-p', str(conf_dir), '-c', str(conf_dir / 'nginx.conf'),
-         '-e', str(conf_dir / 'error.log'), '-g', 'daemon off;'],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            nginx_binary(),
+            '-p',
+            str(conf_dir),
+            '-c',
+            str(conf_dir / 'nginx.conf'),
+            '-e',
+            str(conf_dir / 'error.log'),
+            '-g',
+            'daemon off;',
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         try:
@@ -100,7 +126,9 @@ def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
         except (RuntimeError, TimeoutError) as ex:
             proc.kill()
             errors = proc.communicate()[1].decode(errors='replace')
-            raise RuntimeError(f'{ex}\n{errors}\n{(conf_dir / "error.log").read_text()}') from None
+            raise RuntimeError(
+                f'{ex}\n{errors}\n{(conf_dir / "error.log").read_text()}'
+            ) from None
         yield f'http://127.0.0.1:{port}', access_log
     finally:
         if proc.poll() is None:
@@ -113,7 +141,8 @@ def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
 
 
 def read_log(path, containing=None, timeout=5.0):
-    """The log so far; with ``containing``, wait until it shows up (logs lag replies)."""
+    """The log so far; with ``containing``, wait until it shows up (logs lag
+    replies)."""
     deadline = time.monotonic() + timeout
     while True:
         text = path.read_text(errors='replace')
@@ -125,15 +154,19 @@ def read_log(path, containing=None, timeout=5.0):
 def request(method, url, body=b'', headers=None, source='127.0.0.1'):
     """One request with http.client, which can choose the source address."""
     parts = urllib.parse.urlsplit(url)
-    conn = HTTPConnection(parts.hostname, parts.port, timeout=30, source_address=(source, 0))
+    conn = HTTPConnection(
+        parts.hostname, parts.port, timeout=30, source_address=(source, 0)
+    )
     try:
         conn.request(method, parts.path, body=body, headers=headers or {})
         answer = conn.getresponse()
-        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+        return (
+            answer.status,
+            {k.lower(): v for k, v in answer.getheaders()},
+            answer.read(),
+        )
     finally:
         conn.close()
-
-
 
 
 @contextlib.contextmanager

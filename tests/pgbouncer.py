@@ -40,15 +40,28 @@ def config_text(server, port, home, extra=None):
     """deploy/pgbouncer.ini with its EDIT values for a private test instance, plus
     ``extra`` settings at the end (of the [pgbouncer] section)."""
     text = DEPLOY_INI.read_text()
-    text, found = re.subn(r'^frontdesk = .*$', f'* = {server}', text, flags=re.MULTILINE)
-    settings = {'listen_addr': '127.0.0.1', 'listen_port': str(port), 'unix_socket_dir': '',
-                'auth_file': f'{home}/userlist.txt', 'logfile': f'{home}/pgbouncer.log',
-                'pidfile': f'{home}/pgbouncer.pid', **TEST_SETTINGS}
+    text, found = re.subn(
+        r'^frontdesk = .*$', f'* = {server}', text, flags=re.MULTILINE
+    )
+    settings = {
+        'listen_addr': '127.0.0.1',
+        'listen_port': str(port),
+        'unix_socket_dir': '',
+        'auth_file': f'{home}/userlist.txt',
+        'logfile': f'{home}/pgbouncer.log',
+        'pidfile': f'{home}/pgbouncer.pid',
+        **TEST_SETTINGS,
+    }
     for key, value in settings.items():
-        text, count = re.subn(rf'^{key} = .*$', f'{key} = {value}'.rstrip(), text, flags=re.MULTILINE)
+        text, count = re.subn(
+            rf'^{key} = .*$', f'{key} = {value}'.rstrip(), text, flags=re.MULTILINE
+        )
         found += count
     if found != len(settings) + 1:
-        raise RuntimeError(f'{DEPLOY_INI} no longer has one line for each of: frontdesk, {", ".join(settings)}')
+        raise RuntimeError(
+            f'{DEPLOY_INI} no longer has one line for each of: frontdesk, '
+            f'{", ".join(settings)}'
+        )
     return text + ''.join(f'{key} = {value}\n' for key, value in (extra or {}).items())
 
 
@@ -58,20 +71,27 @@ class PgBouncer:
 
     def __init__(self, server_url, port, **extra):
         if not os.access(BINARY, os.X_OK):
-            raise RuntimeError(f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it')
+            raise RuntimeError(
+                f'no {BINARY}; scripts/bootstrap (install_pgbouncer) installs it'
+            )
         server = psycopg.conninfo.conninfo_to_dict(server_url)
         self.user = server.get('user') or USER
         self.password = server.get('password') or secrets.token_urlsafe(18)
         self.port = port
         self.home = tempfile.mkdtemp(prefix='frontdesk-pgbouncer-')
         self._as_root = os.geteuid() == 0
-        target = ' '.join(f'{key}={server[key]}' for key in ('host', 'port') if server.get(key))
+        target = ' '.join(
+            f'{key}={server[key]}' for key in ('host', 'port') if server.get(key)
+        )
         self._write('pgbouncer.ini', config_text(target, self.port, self.home, extra))
         quoted = [value.replace('"', '""') for value in (self.user, self.password)]
         self._write('userlist.txt', '"{}" "{}"\n'.format(*quoted))
         if self._as_root:
             owner = pwd.getpwnam(USER)
-            for path in (self.home, *(os.path.join(self.home, name) for name in os.listdir(self.home))):
+            for path in (
+                self.home,
+                *(os.path.join(self.home, name) for name in os.listdir(self.home)),
+            ):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
         self.proc = None
 
@@ -85,23 +105,36 @@ class PgBouncer:
         return os.path.join(self.home, 'pgbouncer.log')
 
     def url(self, dbname='postgres'):
-        return (f'postgresql://{urllib.parse.quote(self.user)}:{urllib.parse.quote(self.password)}'
-                f'@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}')
+        return (
+            f'postgresql://{urllib.parse.quote(self.user)}:{urllib.parse.quote(self.password)}'
+            f'@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}'
+        )
 
     def start(self, timeout=10):
-        user = {'user': USER, 'group': USER, 'extra_groups': []} if self._as_root else {}
-        self.proc = subprocess.Popen([BINARY, os.path.join(self.home, 'pgbouncer.ini')], cwd=self.home,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **user)
+        user = (
+            {'user': USER, 'group': USER, 'extra_groups': []} if self._as_root else {}
+        )
+        self.proc = subprocess.Popen(
+            [BINARY, os.path.join(self.home, 'pgbouncer.ini')],
+            cwd=self.home,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **user,
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f'pgbouncer exited with {self.proc.returncode}: {self.tail()}')
+                raise RuntimeError(
+                    f'pgbouncer exited with {self.proc.returncode}: {self.tail()}'
+                )
             try:
                 socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
                 return self
             except OSError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f'pgbouncer did not listen within {timeout} s: {self.tail()}') from None
+                    raise TimeoutError(
+                        f'pgbouncer did not listen within {timeout} s: {self.tail()}'
+                    ) from None
                 time.sleep(0.05)
 
     def stop(self):

@@ -1,4 +1,5 @@
-"""A real SMTP server (aiosmtpd) in the test process, and ways to run deliver-mail at it."""
+"""A real SMTP server (aiosmtpd) in the test process, and ways to run deliver-mail at
+it."""
 
 import asyncio
 import contextlib
@@ -18,8 +19,8 @@ from aiosmtpd.smtp import AuthResult
 import config as config_module
 import db
 from services import outbox
-from tests.conftest import ROOT
-from tests.conftest import free_port
+from tests.support import ROOT
+from tests.support.servers import free_port
 
 
 @dataclasses.dataclass
@@ -38,7 +39,9 @@ class Received:
 
     def link(self, path, param):
         """The one link to ``path`` in the text part, and its token."""
-        found = re.findall(rf'(\S+{re.escape(path)}\?{param}=([A-Za-z0-9_-]+))', self.text)
+        found = re.findall(
+            rf'(\S+{re.escape(path)}\?{param}=([A-Za-z0-9_-]+))', self.text
+        )
         assert len(found) == 1, self.text
         return found[0]
 
@@ -46,8 +49,9 @@ class Received:
 class Inbox:
     """An aiosmtpd handler that keeps every message it accepts.
 
-    ``refuse`` maps a recipient to the reply its RCPT TO gets. With ``hold`` = n, the first
-    n messages wait in DATA until all n have arrived: n senders must be mid-send at once.
+    ``refuse`` maps a recipient to the reply its RCPT TO gets. With ``hold`` = n, the
+    first n messages wait in DATA until all n have arrived: n senders must be mid-send
+    at once.
     """
 
     def __init__(self, port):
@@ -68,8 +72,12 @@ class Inbox:
             self._barrier = self._barrier or asyncio.Barrier(self.hold)
             self.hold -= 1
             await asyncio.wait_for(self._barrier.wait(), timeout=8)
-        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
-        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), message))
+        message = email.message_from_bytes(
+            envelope.content, policy=email.policy.default
+        )
+        self.received.append(
+            Received(envelope.mail_from, list(envelope.rcpt_tos), message)
+        )
         return '250 Message accepted for delivery'
 
     def to(self, address):
@@ -96,18 +104,40 @@ SMTP_LOGIN = ('mailer', 'mail secret 1')
 
 
 def self_signed_certificate(directory):
-    """A throwaway certificate for localhost and 127.0.0.1; returns (cert, key) paths."""
+    """A throwaway certificate for localhost and 127.0.0.1; returns (cert, key)
+    paths."""
     cert, key = directory / 'smtp.crt', directory / 'smtp.key'
-    subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
-                    '-keyout', str(key), '-out', str(cert), '-subj', '/CN=localhost',
-                    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            'openssl',
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-days',
+            '1',
+            '-keyout',
+            str(key),
+            '-out',
+            str(cert),
+            '-subj',
+            '/CN=localhost',
+            '-addext',
+            'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
 def _authenticate(server, session, envelope, mechanism, auth_data):
     # handled=False: aiosmtpd then answers a refusal with 535 itself.
-    return AuthResult(success=(auth_data.login.decode(), auth_data.password.decode()) == SMTP_LOGIN, handled=False)
+    return AuthResult(
+        success=(auth_data.login.decode(), auth_data.password.decode()) == SMTP_LOGIN,
+        handled=False,
+    )
 
 
 @contextlib.contextmanager
@@ -119,11 +149,25 @@ def tls_smtp_server(cert, key, implicit=False):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
     inbox = Inbox(free_port())
-    # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is TLS too.
-    tls = ({'ssl_context': context, 'auth_require_tls': False} if implicit
-           else {'tls_context': context, 'require_starttls': True, 'auth_require_tls': True})
-    controller = Controller(inbox, hostname='127.0.0.1', port=inbox.port, authenticator=_authenticate,
-                            auth_required=True, **tls)
+    # aiosmtpd only counts STARTTLS as TLS for auth_require_tls; implicit TLS is TLS
+    # too.
+    tls = (
+        {'ssl_context': context, 'auth_require_tls': False}
+        if implicit
+        else {
+            'tls_context': context,
+            'require_starttls': True,
+            'auth_require_tls': True,
+        }
+    )
+    controller = Controller(
+        inbox,
+        hostname='127.0.0.1',
+        port=inbox.port,
+        authenticator=_authenticate,
+        auth_required=True,
+        **tls,
+    )
     controller.start()
     try:
         yield inbox
@@ -142,7 +186,14 @@ def deliver(base_env, port, **extra):
 
 
 def deliver_mail_command(base_env, port, once=True, **extra):
-    """The real ``python manage.py deliver-mail`` as a child process (not waited for)."""
+    """The real ``python manage.py deliver-mail`` as a child process (not waited
+    for)."""
     args = [sys.executable, 'manage.py', 'deliver-mail'] + (['--once'] if once else [])
-    return subprocess.Popen(args, cwd=ROOT, env={**os.environ, **smtp_env(base_env, port, **extra)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, **smtp_env(base_env, port, **extra)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -8,14 +8,20 @@ import db
 from validators import load_validators
 
 
-def test_every_migration_is_recorded_once_even_when_run_again(direct_database_url, conn):
+def test_every_migration_is_recorded_once_even_when_run_again(
+    direct_database_url, conn
+):
     assert db.migrate(direct_database_url) == []
-    versions = [row['version'] for row in conn.execute('SELECT version FROM schema_migrations')]
+    versions = [
+        row['version'] for row in conn.execute('SELECT version FROM schema_migrations')
+    ]
     assert versions == [path.stem for path in db.migration_files()]
 
 
 def test_query_loader_rejects_duplicates_and_stray_text(tmp_path):
-    (tmp_path / 'a.sql').write_text('-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n')
+    (tmp_path / 'a.sql').write_text(
+        '-- name: one\nSELECT 1;\n-- name: one\nSELECT 2;\n'
+    )
     with pytest.raises(ValueError, match='duplicate'):
         db.load_queries(tmp_path)
     (tmp_path / 'a.sql').write_text('SELECT 0;\n-- name: one\nSELECT 1;\n')
@@ -25,7 +31,9 @@ def test_query_loader_rejects_duplicates_and_stray_text(tmp_path):
 
 def test_every_schema_compiles():
     validators = load_validators()
-    assert {'account_create', 'account_update', 'sign_in', 'definitions'} <= set(validators)
+    assert {'account_create', 'account_update', 'sign_in', 'definitions'} <= set(
+        validators
+    )
 
 
 def test_a_responder_without_an_access_level_stops_the_boot():
@@ -56,10 +64,16 @@ def test_member_access_needs_an_account_in_the_route():
 def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     declared = {
         template: dict(getattr(resource, 'access', {}))
-        for template, resource in app_module.routes(pool, queries, config, load_validators())
+        for template, resource in app_module.routes(
+            pool, queries, config, load_validators()
+        )
     }
     account = app_module.ACCOUNT
-    assert declared[account] == {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
+    assert declared[account] == {
+        'GET': 'member',
+        'PUT': 'administrator',
+        'PATCH': 'administrator',
+    }
     assert declared[account + '/cache_keys'] == {'GET': 'member'}
     assert declared[account + '/update_active_at'] == {'POST': 'member'}
     assert declared['/api/v1/accounts'] == {'POST': 'optional'}
@@ -72,13 +86,26 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     assert declared[session_item] == {'DELETE': 'session'}
     assert declared[account + '/audit_events'] == {'GET': 'administrator'}
     assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
-        'DELETE': 'administrator'}
+        'DELETE': 'administrator'
+    }
     # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.
-    mfa_routes = ('/api/v1/profile/mfa', '/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes')
+    mfa_routes = (
+        '/api/v1/profile/mfa',
+        '/api/v1/profile/mfa/verify',
+        '/api/v1/profile/mfa/backup_codes',
+    )
     for template in mfa_routes:
         assert set(declared[template].values()) == {'enrolment'}, template
     for template, access in declared.items():
         if template.startswith('/api/v1/profile') and template not in (
-                '/api/v1/profile/reset_access_token', sessions, session_item, *mfa_routes):
+            '/api/v1/profile/reset_access_token',
+            sessions,
+            session_item,
+            *mfa_routes,
+        ):
             assert set(access.values()) == {'user'}, template
-    assert all(method in falcon.COMBINED_METHODS for access in declared.values() for method in access)
+    assert all(
+        method in falcon.COMBINED_METHODS
+        for access in declared.values()
+        for method in access
+    )

@@ -13,11 +13,11 @@ import pytest
 
 import db
 from services import audit
-from tests.conftest import ADMIN_URL
-from tests.conftest import PASSWORD
-from tests.conftest import ROOT
-from tests.conftest import database_url_for
-from tests.conftest import unique_email
+from tests.support import ROOT
+from tests.support.database import ADMIN_URL
+from tests.support.database import database_url_for
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 NEW_PASSWORD = 'a brand new secret 9'

@@ -3,7 +3,7 @@ bound, and a member's own feed never shows another user's address or device."""
 
 import uuid
 
-from tests.conftest import unique_email
+from tests.support.users import unique_email
 from tests.test_audit import sign_in
 
 

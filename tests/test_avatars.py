@@ -1,17 +1,17 @@
-"""Avatar upload (multipart profile[avatar]) and DELETE /api/v1/profile/avatar (SPEC 5.5, 8)."""
+"""Avatar upload (multipart profile[avatar]) and DELETE /api/v1/profile/avatar (SPEC
+5.5, 8)."""
 
 import io
 import os
 import struct
 import zlib
 
-import pytest
 from PIL import ExifTags
 from PIL import Image
-
-from tests.conftest import http
+import pytest
 
 from services import mail
+from tests.support.servers import http
 
 NOT_SUPPORTED = {'message': 'Avatar filetype not supported', 'attributes': ['avatar']}
 TOO_BIG = {'message': 'Avatar is too big', 'attributes': ['avatar']}
@@ -33,42 +33,67 @@ def jpeg_with_gps():
     exif = Image.Exif()
     exif[ExifTags.Base.Make] = 'Spy Camera'
     exif[ExifTags.Base.GPSInfo] = {
-        ExifTags.GPS.GPSLatitudeRef: 'N', ExifTags.GPS.GPSLatitude: (51.0, 30.0, 0.0),
-        ExifTags.GPS.GPSLongitudeRef: 'W', ExifTags.GPS.GPSLongitude: (0.0, 7.0, 0.0),
+        ExifTags.GPS.GPSLatitudeRef: 'N',
+        ExifTags.GPS.GPSLatitude: (51.0, 30.0, 0.0),
+        ExifTags.GPS.GPSLongitudeRef: 'W',
+        ExifTags.GPS.GPSLongitude: (0.0, 7.0, 0.0),
     }
     return encode(picture(), 'JPEG', exif=exif.tobytes(), comment=b'taken at home')
 
 
 def png_declaring(width, height):
     """A tiny PNG whose header claims ``width`` x ``height`` pixels."""
+
     def chunk(kind, data):
-        return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+        return (
+            struct.pack('>I', len(data))
+            + kind
+            + data
+            + struct.pack('>I', zlib.crc32(kind + data))
+        )
+
     header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
-    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', header) + chunk(b'IDAT', zlib.compress(b'\x00' * 64))
-            + chunk(b'IEND', b''))
+    return (
+        b'\x89PNG\r\n\x1a\n'
+        + chunk(b'IHDR', header)
+        + chunk(b'IDAT', zlib.compress(b'\x00' * 64))
+        + chunk(b'IEND', b'')
+    )
 
 
 def upload(testapp, user, data, filename='avatar.png', status=200, fields=()):
-    return testapp.put('/api/v1/profile', params=list(fields), upload_files=[('profile[avatar]', filename, data)],
-                       headers=user.headers, status=status)
+    return testapp.put(
+        '/api/v1/profile',
+        params=list(fields),
+        upload_files=[('profile[avatar]', filename, data)],
+        headers=user.headers,
+        status=status,
+    )
 
 
 def avatar_of(conn, user_id):
-    return conn.execute('SELECT avatar FROM users WHERE id = %s', (user_id,)).fetchone()['avatar']
+    return conn.execute(
+        'SELECT avatar FROM users WHERE id = %s', (user_id,)
+    ).fetchone()['avatar']
 
 
 def files_in(directory):
     return set(os.listdir(directory)) if os.path.isdir(directory) else set()
 
 
-@pytest.mark.parametrize('fmt, data, extension', [
-    ('PNG', encode(picture(), 'PNG'), 'png'),
-    ('PNG', encode(picture(mode='RGBA'), 'PNG'), 'png'),
-    ('JPEG', encode(picture(), 'JPEG'), 'jpg'),
-    ('GIF', encode(picture().convert('P'), 'GIF'), 'gif'),
-    ('WEBP', encode(picture(), 'WEBP'), 'webp'),
-])
-def test_an_image_is_stored_under_a_new_name(testapp, conn, avatar_dir, make_user, fmt, data, extension):
+@pytest.mark.parametrize(
+    'fmt, data, extension',
+    [
+        ('PNG', encode(picture(), 'PNG'), 'png'),
+        ('PNG', encode(picture(mode='RGBA'), 'PNG'), 'png'),
+        ('JPEG', encode(picture(), 'JPEG'), 'jpg'),
+        ('GIF', encode(picture().convert('P'), 'GIF'), 'gif'),
+        ('WEBP', encode(picture(), 'WEBP'), 'webp'),
+    ],
+)
+def test_an_image_is_stored_under_a_new_name(
+    testapp, conn, avatar_dir, make_user, fmt, data, extension
+):
     user = make_user()
 
     answer = upload(testapp, user, data, filename='../../etc/passwd')
@@ -96,11 +121,18 @@ def test_the_stored_jpeg_has_no_exif_or_gps(testapp, conn, avatar_dir, make_user
         assert 'exif' not in stored.info and 'comment' not in stored.info
         assert not stored.getexif()
         assert not stored.getexif().get_ifd(ExifTags.IFD.GPSInfo)
-    assert b'Spy Camera' not in path.read_bytes() and b'taken at home' not in path.read_bytes()
+    assert (
+        b'Spy Camera' not in path.read_bytes()
+        and b'taken at home' not in path.read_bytes()
+    )
 
 
-@pytest.mark.parametrize('size, fitted', [((2000, 1000), (512, 256)), ((300, 1200), (128, 512))])
-def test_a_large_image_is_scaled_to_fit_512(testapp, conn, avatar_dir, make_user, size, fitted):
+@pytest.mark.parametrize(
+    'size, fitted', [((2000, 1000), (512, 256)), ((300, 1200), (128, 512))]
+)
+def test_a_large_image_is_scaled_to_fit_512(
+    testapp, conn, avatar_dir, make_user, size, fitted
+):
     user = make_user()
     upload(testapp, user, encode(picture(size), 'PNG'))
     with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
@@ -109,7 +141,9 @@ def test_a_large_image_is_scaled_to_fit_512(testapp, conn, avatar_dir, make_user
 
 def test_name_and_avatar_in_one_multipart_request(testapp, conn, make_user):
     user = make_user()
-    answer = upload(testapp, user, encode(picture(), 'PNG'), fields=[('profile[name]', 'Pictured')])
+    answer = upload(
+        testapp, user, encode(picture(), 'PNG'), fields=[('profile[name]', 'Pictured')]
+    )
     assert answer.json['name'] == 'Pictured'
     assert answer.json['avatar_url'].endswith(avatar_of(conn, user.id))
 
@@ -126,31 +160,57 @@ def test_an_empty_file_part_means_no_new_avatar(testapp, conn, make_user):
 TRUNCATED_PNG = encode(picture((200, 200)), 'PNG')[:300]
 
 
-@pytest.mark.parametrize('data, filename, expected', [
-    (b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', 'a.svg', NOT_SUPPORTED),
-    (b'<!doctype html><html><script>alert(1)</script></html>', 'a.html', NOT_SUPPORTED),
-    (b'just some text, honestly a PNG', 'a.png', NOT_SUPPORTED),
-    (TRUNCATED_PNG, 'a.png', NOT_SUPPORTED),
-    (encode(picture(), 'BMP'), 'a.png', NOT_SUPPORTED),
-    (encode(picture(), 'TIFF'), 'a.png', NOT_SUPPORTED),
-    (png_declaring(20000, 20000), 'bomb.png', TOO_BIG),
-    (png_declaring(7000, 7000), 'bomb.png', TOO_BIG),
-])
+@pytest.mark.parametrize(
+    'data, filename, expected',
+    [
+        (
+            b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+            'a.svg',
+            NOT_SUPPORTED,
+        ),
+        (
+            b'<!doctype html><html><script>alert(1)</script></html>',
+            'a.html',
+            NOT_SUPPORTED,
+        ),
+        (b'just some text, honestly a PNG', 'a.png', NOT_SUPPORTED),
+        (TRUNCATED_PNG, 'a.png', NOT_SUPPORTED),
+        (encode(picture(), 'BMP'), 'a.png', NOT_SUPPORTED),
+        (encode(picture(), 'TIFF'), 'a.png', NOT_SUPPORTED),
+        (png_declaring(20000, 20000), 'bomb.png', TOO_BIG),
+        (png_declaring(7000, 7000), 'bomb.png', TOO_BIG),
+    ],
+)
 def test_what_is_not_an_accepted_image_is_refused_and_nothing_is_stored(
-        testapp, conn, avatar_dir, make_user, data, filename, expected):
+    testapp, conn, avatar_dir, make_user, data, filename, expected
+):
     user = make_user()
     upload(testapp, user, encode(picture(), 'PNG'))
     before_name, before_files = avatar_of(conn, user.id), files_in(avatar_dir)
 
-    answer = upload(testapp, user, data, filename=filename, status=422, fields=[('profile[name]', 'Changed')])
+    answer = upload(
+        testapp,
+        user,
+        data,
+        filename=filename,
+        status=422,
+        fields=[('profile[name]', 'Changed')],
+    )
 
     assert answer.json == expected
     assert avatar_of(conn, user.id) == before_name
     assert files_in(avatar_dir) == before_files
-    assert conn.execute('SELECT name FROM users WHERE id = %s', (user.id,)).fetchone()['name'] != 'Changed'
+    assert (
+        conn.execute('SELECT name FROM users WHERE id = %s', (user.id,)).fetchone()[
+            'name'
+        ]
+        != 'Changed'
+    )
 
 
-def test_a_file_over_avatar_max_bytes_is_too_big(make_testapp, conn, avatar_dir, make_user):
+def test_a_file_over_avatar_max_bytes_is_too_big(
+    make_testapp, conn, avatar_dir, make_user
+):
     testapp = make_testapp(AVATAR_MAX_BYTES='2048')
     user = make_user()
     noisy = encode(Image.frombytes('L', (100, 100), os.urandom(10000)), 'PNG')
@@ -167,30 +227,55 @@ def test_a_body_over_the_multipart_limit_is_a_413(make_testapp, conn, make_user)
     user = make_user()
     limit = 2048 + 64 * 1024
     answer = upload(testapp, user, b'x' * (limit + 1), status=413)
-    assert answer.json == {'message': f'Request body is too large (maximum is {limit} bytes)'}
+    assert answer.json == {
+        'message': f'Request body is too large (maximum is {limit} bytes)'
+    }
     assert avatar_of(conn, user.id) is None
 
 
-def test_an_avatar_with_an_invalid_field_stores_nothing(testapp, conn, avatar_dir, make_user):
+def test_an_avatar_with_an_invalid_field_stores_nothing(
+    testapp, conn, avatar_dir, make_user
+):
     user = make_user()
     before = files_in(avatar_dir)
-    answer = upload(testapp, user, encode(picture(), 'PNG'), status=422, fields=[('profile[name]', 'x' * 256)])
-    assert answer.json == {'message': 'Name is too long (maximum is 255 characters)', 'attributes': ['name']}
+    answer = upload(
+        testapp,
+        user,
+        encode(picture(), 'PNG'),
+        status=422,
+        fields=[('profile[name]', 'x' * 256)],
+    )
+    assert answer.json == {
+        'message': 'Name is too long (maximum is 255 characters)',
+        'attributes': ['name'],
+    }
     assert avatar_of(conn, user.id) is None
     assert files_in(avatar_dir) == before
 
 
-def test_an_avatar_with_a_wrong_current_password_stores_nothing(testapp, conn, avatar_dir, make_user):
+def test_an_avatar_with_a_wrong_current_password_stores_nothing(
+    testapp, conn, avatar_dir, make_user
+):
     user = make_user()
     before = files_in(avatar_dir)
-    answer = upload(testapp, user, encode(picture(), 'PNG'), status=422, fields=[
-        ('profile[current_password]', 'wrong password'), ('profile[password]', 'a new password')])
+    answer = upload(
+        testapp,
+        user,
+        encode(picture(), 'PNG'),
+        status=422,
+        fields=[
+            ('profile[current_password]', 'wrong password'),
+            ('profile[password]', 'a new password'),
+        ],
+    )
     assert answer.json == {'message': 'Invalid current password'}
     assert avatar_of(conn, user.id) is None
     assert files_in(avatar_dir) == before
 
 
-def test_the_new_file_is_removed_when_the_transaction_fails(testapp, conn, avatar_dir, make_user, monkeypatch):
+def test_the_new_file_is_removed_when_the_transaction_fails(
+    testapp, conn, avatar_dir, make_user, monkeypatch
+):
     user = make_user()
     upload(testapp, user, encode(picture(), 'PNG'))
     before_name, before_files = avatar_of(conn, user.id), files_in(avatar_dir)
@@ -199,16 +284,23 @@ def test_the_new_file_is_removed_when_the_transaction_fails(testapp, conn, avata
         raise RuntimeError('mail queue unavailable')
 
     monkeypatch.setattr(mail, 'send_confirmation', broken)
-    answer = testapp.put('/api/v1/profile', params=[('profile[email]', 'moved@example.com')],
-                         upload_files=[('profile[avatar]', 'new.png', encode(picture(), 'PNG'))],
-                         headers=user.headers, status=500, expect_errors=True)
+    answer = testapp.put(
+        '/api/v1/profile',
+        params=[('profile[email]', 'moved@example.com')],
+        upload_files=[('profile[avatar]', 'new.png', encode(picture(), 'PNG'))],
+        headers=user.headers,
+        status=500,
+        expect_errors=True,
+    )
 
     assert answer.json['message'] == 'Internal server error'
     assert avatar_of(conn, user.id) == before_name
     assert files_in(avatar_dir) == before_files
 
 
-def test_a_new_avatar_replaces_and_deletes_the_old_file(testapp, conn, avatar_dir, make_user):
+def test_a_new_avatar_replaces_and_deletes_the_old_file(
+    testapp, conn, avatar_dir, make_user
+):
     user = make_user()
     upload(testapp, user, encode(picture(), 'PNG'))
     first = avatar_of(conn, user.id)
@@ -222,7 +314,9 @@ def test_a_new_avatar_replaces_and_deletes_the_old_file(testapp, conn, avatar_di
     assert not (avatar_dir / first).exists()
 
 
-def test_delete_removes_the_row_value_and_the_file_and_is_idempotent(testapp, conn, avatar_dir, make_user):
+def test_delete_removes_the_row_value_and_the_file_and_is_idempotent(
+    testapp, conn, avatar_dir, make_user
+):
     user = make_user()
     upload(testapp, user, encode(picture(), 'PNG'))
     name = avatar_of(conn, user.id)
@@ -235,18 +329,26 @@ def test_delete_removes_the_row_value_and_the_file_and_is_idempotent(testapp, co
         assert not (avatar_dir / name).exists()
 
 
-def test_delete_without_credentials_is_a_401_and_keeps_the_file(testapp, conn, avatar_dir, make_user):
+def test_delete_without_credentials_is_a_401_and_keeps_the_file(
+    testapp, conn, avatar_dir, make_user
+):
     user = make_user()
     upload(testapp, user, encode(picture(), 'PNG'))
     name = avatar_of(conn, user.id)
     answer = testapp.delete('/api/v1/profile/avatar', status=401)
-    assert answer.json == {'errors': ['You need to sign in or sign up before continuing.']}
+    assert answer.json == {
+        'errors': ['You need to sign in or sign up before continuing.']
+    }
     assert (avatar_dir / name).exists()
 
 
-def test_the_avatar_directory_is_created_when_missing(make_testapp, conn, tmp_path, make_user):
+def test_the_avatar_directory_is_created_when_missing(
+    make_testapp, conn, tmp_path, make_user
+):
     directory = tmp_path / 'not' / 'yet'
-    testapp = make_testapp(AVATAR_DIR=str(directory), AVATAR_URL_PREFIX='https://cdn.example.com/a/')
+    testapp = make_testapp(
+        AVATAR_DIR=str(directory), AVATAR_URL_PREFIX='https://cdn.example.com/a/'
+    )
     user = make_user()
     answer = upload(testapp, user, encode(picture(), 'PNG'))
     name = avatar_of(conn, user.id)
@@ -255,18 +357,38 @@ def test_the_avatar_directory_is_created_when_missing(make_testapp, conn, tmp_pa
     assert oct((directory / name).stat().st_mode & 0o777) == oct(0o644)
 
 
-
-def test_a_photo_of_several_megabytes_through_real_gunicorn(gunicorn_url, conn, avatar_dir, make_user):
+def test_a_photo_of_several_megabytes_through_real_gunicorn(
+    gunicorn_url, conn, avatar_dir, make_user
+):
     user = make_user()
-    photo = encode(Image.frombytes('RGB', (1400, 1400), os.urandom(1400 * 1400 * 3)), 'PNG')
+    photo = encode(
+        Image.frombytes('RGB', (1400, 1400), os.urandom(1400 * 1400 * 3)), 'PNG'
+    )
     assert len(photo) > 5 * 1024 * 1024
     boundary = 'frontdesk-test-boundary'
-    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="profile[name]"\r\n\r\nBig Photo\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name="profile[avatar]"; filename="big.png"\r\n'
-            f'Content-Type: image/png\r\n\r\n').encode() + photo + f'\r\n--{boundary}--\r\n'.encode()
+    body = (
+        (
+            f'--{boundary}\r\n'
+            'Content-Disposition: form-data; name="profile[name]"\r\n\r\n'
+            'Big Photo\r\n'
+            f'--{boundary}\r\n'
+            'Content-Disposition: form-data; name="profile[avatar]"; '
+            'filename="big.png"\r\n'
+            'Content-Type: image/png\r\n\r\n'
+        ).encode()
+        + photo
+        + f'\r\n--{boundary}--\r\n'.encode()
+    )
 
-    answer = http('PUT', gunicorn_url + '/api/v1/profile', data=body, headers={
-        **user.headers, 'Content-Type': f'multipart/form-data; boundary={boundary}'})
+    answer = http(
+        'PUT',
+        gunicorn_url + '/api/v1/profile',
+        data=body,
+        headers={
+            **user.headers,
+            'Content-Type': f'multipart/form-data; boundary={boundary}',
+        },
+    )
 
     assert answer.status == 200, answer.body
     assert answer.json['name'] == 'Big Photo'
@@ -274,52 +396,86 @@ def test_a_photo_of_several_megabytes_through_real_gunicorn(gunicorn_url, conn, 
         assert stored.size == (512, 512)
 
 
-# Issue 10: decoding costs bounded before it starts (services/avatars.py, docs/performance.md).
+# Issue 10: decoding costs bounded before it starts (services/avatars.py,
+# docs/performance.md).
+
 
 def solid(size, mode='RGB'):
     return Image.new(mode, size, 'white' if mode != 'RGBA' else (255, 255, 255, 128))
 
 
-@pytest.mark.parametrize('data', [
-    png_declaring(4100, 4000),  # 16.4 MP: over the ceiling for every format
-    png_declaring(2000, 2000),  # 4 MP of RGB samples: over what a PNG may make us decode
-], ids=['over-16-MP', 'over-the-png-budget'])
+@pytest.mark.parametrize(
+    'data',
+    [
+        png_declaring(4100, 4000),  # 16.4 MP: over the ceiling for every format
+        png_declaring(
+            2000, 2000
+        ),  # 4 MP of RGB samples: over what a PNG may make us decode
+    ],
+    ids=['over-16-MP', 'over-the-png-budget'],
+)
 def test_the_header_size_is_refused_before_any_decoding(testapp, make_user, data):
     # These files hold almost no pixel data: decoding them would fail as truncated.
     # "too big" proves the header's size was judged first.
     assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
 
 
-@pytest.mark.parametrize('data', [
-    encode(solid((2100, 2100)), 'PNG'),
-    encode(solid((1700, 1700), 'RGBA'), 'PNG'),
-    encode(solid((1400, 1400)), 'WEBP'),
-    encode(solid((2200, 2200)), 'JPEG', progressive=True),
-    encode(solid((4100, 4000)), 'JPEG'),
-], ids=['png-4.4MP', 'png-rgba-2.9MP', 'webp-2MP', 'progressive-jpeg-4.8MP', 'jpeg-16.4MP'])
+@pytest.mark.parametrize(
+    'data',
+    [
+        encode(solid((2100, 2100)), 'PNG'),
+        encode(solid((1700, 1700), 'RGBA'), 'PNG'),
+        encode(solid((1400, 1400)), 'WEBP'),
+        encode(solid((2200, 2200)), 'JPEG', progressive=True),
+        encode(solid((4100, 4000)), 'JPEG'),
+    ],
+    ids=[
+        'png-4.4MP',
+        'png-rgba-2.9MP',
+        'webp-2MP',
+        'progressive-jpeg-4.8MP',
+        'jpeg-16.4MP',
+    ],
+)
 def test_images_costlier_than_the_budget_are_too_big(testapp, make_user, data):
     assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
 
 
-@pytest.mark.parametrize('data, fitted', [
-    (encode(solid((4032, 3024)), 'JPEG', quality=95), (512, 384)),  # a 12 MP phone photo
-    (encode(solid((1920, 1080)), 'PNG'), (512, 288)),  # a screenshot
-    (encode(solid((1250, 1250), 'RGBA'), 'PNG'), (512, 512)),
-    (encode(solid((2400, 2400)).convert('P'), 'GIF'), (512, 512)),
-    (encode(solid((1600, 1200)), 'JPEG', progressive=True), (512, 384)),
-], ids=['jpeg-12MP', 'png-1080p', 'png-rgba', 'gif-5.8MP', 'progressive-jpeg-1.9MP'])
-def test_common_large_images_are_still_accepted(testapp, conn, avatar_dir, make_user, data, fitted):
+@pytest.mark.parametrize(
+    'data, fitted',
+    [
+        (
+            encode(solid((4032, 3024)), 'JPEG', quality=95),
+            (512, 384),
+        ),  # a 12 MP phone photo
+        (encode(solid((1920, 1080)), 'PNG'), (512, 288)),  # a screenshot
+        (encode(solid((1250, 1250), 'RGBA'), 'PNG'), (512, 512)),
+        (encode(solid((2400, 2400)).convert('P'), 'GIF'), (512, 512)),
+        (encode(solid((1600, 1200)), 'JPEG', progressive=True), (512, 384)),
+    ],
+    ids=['jpeg-12MP', 'png-1080p', 'png-rgba', 'gif-5.8MP', 'progressive-jpeg-1.9MP'],
+)
+def test_common_large_images_are_still_accepted(
+    testapp, conn, avatar_dir, make_user, data, fitted
+):
     user = make_user()
     upload(testapp, user, data)
     with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
         assert stored.size == fitted
 
 
-def test_the_exif_orientation_is_applied_to_the_scaled_image(testapp, conn, avatar_dir, make_user):
+def test_the_exif_orientation_is_applied_to_the_scaled_image(
+    testapp, conn, avatar_dir, make_user
+):
     exif = Image.Exif()
     exif[ExifTags.Base.Orientation] = 6  # stored sideways: turn 90 degrees clockwise
     user = make_user()
-    upload(testapp, user, encode(picture((1200, 600)), 'JPEG', exif=exif.tobytes()), filename='photo.jpg')
+    upload(
+        testapp,
+        user,
+        encode(picture((1200, 600)), 'JPEG', exif=exif.tobytes()),
+        filename='photo.jpg',
+    )
     with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
         assert stored.size == (256, 512)
         assert not stored.getexif()
@@ -335,4 +491,9 @@ def test_transparency_survives_the_palette_path(testapp, conn, avatar_dir, make_
     upload(testapp, user, encode(image, 'PNG', transparency=1))
     with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
         assert stored.mode == 'RGBA' and stored.size == (512, 512)
-        assert stored.getpixel((10, 10))[3] == 0 and stored.getpixel((500, 10)) == (255, 0, 0, 255)
+        assert stored.getpixel((10, 10))[3] == 0 and stored.getpixel((500, 10)) == (
+            255,
+            0,
+            0,
+            255,
+        )

@@ -1,4 +1,5 @@
-"""BREACHED_PASSWORD_CHECK=hibp against a local fake of the k-anonymity range API (SPEC 15)."""
+"""BREACHED_PASSWORD_CHECK=hibp against a local fake of the k-anonymity range API
+(SPEC 15)."""
 
 import contextlib
 import hashlib
@@ -9,8 +10,8 @@ import time
 
 import pytest
 
-from tests.conftest import free_port
-from tests.conftest import unique_email
+from tests.support.servers import free_port
+from tests.support.users import unique_email
 
 BREACHED = 'breached but long'
 CLEAN = 'never seen anywhere 42'
@@ -50,8 +51,16 @@ def range_api(delay=0.0):
 
 
 def sign_up(app, password, status):
-    return app.post_json('/api/v1/accounts', {'account_name': 'A', 'email': unique_email('hibp'),
-                                              'user_full_name': 'Ada', 'password': password}, status=status)
+    return app.post_json(
+        '/api/v1/accounts',
+        {
+            'account_name': 'A',
+            'email': unique_email('hibp'),
+            'user_full_name': 'Ada',
+            'password': password,
+        },
+        status=status,
+    )
 
 
 def test_a_breached_password_is_refused_and_only_a_prefix_leaves(make_testapp):
@@ -59,7 +68,10 @@ def test_a_breached_password_is_refused_and_only_a_prefix_leaves(make_testapp):
         app = make_testapp(BREACHED_PASSWORD_CHECK='hibp', HIBP_RANGE_URL=url)
         answer = sign_up(app, BREACHED, 422)
         sign_up(app, CLEAN, 200)
-    assert answer.json == {'message': 'Password has appeared in a data breach', 'attributes': ['password']}
+    assert answer.json == {
+        'message': 'Password has appeared in a data breach',
+        'attributes': ['password'],
+    }
     assert [len(path.rsplit('/', 1)[1]) for path in server.paths] == [5, 5]
     digest = hashlib.sha1(BREACHED.encode()).hexdigest().upper()
     assert server.paths[0] == '/range/' + digest[:5]
@@ -74,7 +86,10 @@ def test_off_by_default_asks_nothing(make_testapp):
 
 def test_a_range_api_that_is_down_fails_open_and_is_logged(make_testapp, caplog):
     caplog.set_level(logging.WARNING)
-    app = make_testapp(BREACHED_PASSWORD_CHECK='hibp', HIBP_RANGE_URL=f'http://127.0.0.1:{free_port()}/range')
+    app = make_testapp(
+        BREACHED_PASSWORD_CHECK='hibp',
+        HIBP_RANGE_URL=f'http://127.0.0.1:{free_port()}/range',
+    )
     sign_up(app, BREACHED, 200)
     assert 'breached password check failed open' in caplog.text
 
@@ -91,5 +106,8 @@ def test_a_slow_range_api_fails_open_after_two_seconds(make_testapp):
 
 def test_an_unknown_setting_stops_the_start():
     import config
+
     with pytest.raises(config.ConfigError, match='BREACHED_PASSWORD_CHECK'):
-        config.load({'DATABASE_URL': 'postgresql://x', 'BREACHED_PASSWORD_CHECK': 'yes'})
+        config.load(
+            {'DATABASE_URL': 'postgresql://x', 'BREACHED_PASSWORD_CHECK': 'yes'}
+        )

@@ -13,9 +13,9 @@ import urllib.parse
 import psycopg
 import pytest
 
-from tests.conftest import ROOT
-from tests.conftest import new_database
-from tests.conftest import run_gunicorn
+from tests.support import ROOT
+from tests.support.database import new_database
+from tests.support.servers import run_gunicorn
 
 HARNESS = ROOT.parent / 'shared' / 'clients' / 'chatwoot' / 'run.sh'
 # The cross-origin scenario's dashboard: CORS is on for it alone.

@@ -5,9 +5,9 @@ import threading
 import pytest
 
 from services import passwords
-from tests.conftest import PASSWORD
-from tests.conftest import http
-from tests.conftest import run_gunicorn
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import PASSWORD
 
 
 def token_headers(answer):
@@ -38,55 +38,127 @@ def service(base_env):
 
 def test_simultaneous_sign_ins_all_get_working_tokens(service, make_user, conn):
     user = make_user()
-    answers = in_parallel(16, lambda _: http('POST', service + '/auth/sign_in',
-                                             {'email': user.email, 'password': PASSWORD}))
+    answers = in_parallel(
+        16,
+        lambda _: http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': user.email, 'password': PASSWORD},
+        ),
+    )
     assert [answer.status for answer in answers] == [200] * 16
     assert len({answer.headers['client'] for answer in answers}) == 16
     assert len({answer.headers['access-token'] for answer in answers}) == 16
     for answer in answers:
-        assert http('GET', service + '/api/v1/profile', headers=token_headers(answer)).status == 200
-    assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)).fetchone()['n'] == 17
+        assert (
+            http(
+                'GET', service + '/api/v1/profile', headers=token_headers(answer)
+            ).status
+            == 200
+        )
+    assert (
+        conn.execute(
+            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)
+        ).fetchone()['n']
+        == 17
+    )
 
 
 @pytest.mark.parametrize('round_', range(3))
-def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(service, make_user, conn, round_):
+def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(
+    service, make_user, conn, round_
+):
     user = make_user()
-    # A costlier hash widens the window between a sign-in's password check and its token.
-    conn.execute('UPDATE users SET encrypted_password = %s WHERE id = %s',
-                 (passwords.hash_password(PASSWORD, 9), user.id))
+    # A costlier hash widens the window between a sign-in's password check and its
+    # token.
+    conn.execute(
+        'UPDATE users SET encrypted_password = %s WHERE id = %s',
+        (passwords.hash_password(PASSWORD, 9), user.id),
+    )
     new_password = 'the new password 2'
 
     def act(index):
         if index == 0:
-            return http('PUT', service + '/api/v1/profile', {'profile': {
-                'current_password': PASSWORD, 'password': new_password, 'password_confirmation': new_password}},
-                headers=user.headers)
-        return http('POST', service + '/auth/sign_in', {'email': user.email, 'password': PASSWORD})
+            return http(
+                'PUT',
+                service + '/api/v1/profile',
+                {
+                    'profile': {
+                        'current_password': PASSWORD,
+                        'password': new_password,
+                        'password_confirmation': new_password,
+                    }
+                },
+                headers=user.headers,
+            )
+        return http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': user.email, 'password': PASSWORD},
+        )
 
     answers = in_parallel(10, act)
     assert answers[0].status == 200
     assert {answer.status for answer in answers[1:]} <= {200, 401}
-    # Whatever order things happened in, no session opened with the old password survives.
+    # Whatever order things happened in, no session opened with the old password
+    # survives.
     for answer in answers[1:]:
         if answer.status == 200:
-            assert http('GET', service + '/api/v1/profile', headers=token_headers(answer)).status == 401
+            assert (
+                http(
+                    'GET', service + '/api/v1/profile', headers=token_headers(answer)
+                ).status
+                == 401
+            )
         else:
-            assert answer.json == {'success': False, 'errors': ['Invalid login credentials. Please try again.']}
+            assert answer.json == {
+                'success': False,
+                'errors': ['Invalid login credentials. Please try again.'],
+            }
     assert http('GET', service + '/api/v1/profile', headers=user.headers).status == 200
-    tokens = conn.execute('SELECT client FROM user_tokens WHERE user_id = %s', (user.id,)).fetchall()
+    tokens = conn.execute(
+        'SELECT client FROM user_tokens WHERE user_id = %s', (user.id,)
+    ).fetchall()
     assert [row['client'] for row in tokens] == [user.client]
-    assert http('POST', service + '/auth/sign_in', {'email': user.email, 'password': new_password}).status == 200
-    assert http('POST', service + '/auth/sign_in', {'email': user.email, 'password': PASSWORD}).status == 401
+    assert (
+        http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': user.email, 'password': new_password},
+        ).status
+        == 200
+    )
+    assert (
+        http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': user.email, 'password': PASSWORD},
+        ).status
+        == 401
+    )
 
 
 def test_parallel_sign_ins_keep_to_the_maximum(base_env, make_user, conn):
     user = make_user()
     with run_gunicorn({**base_env, 'MAX_USER_SESSIONS': '4'}, workers=3) as base:
-        answers = in_parallel(12, lambda _: http('POST', base + '/auth/sign_in',
-                                                 {'email': user.email, 'password': PASSWORD}))
+        answers = in_parallel(
+            12,
+            lambda _: http(
+                'POST',
+                base + '/auth/sign_in',
+                {'email': user.email, 'password': PASSWORD},
+            ),
+        )
         assert [answer.status for answer in answers] == [200] * 12
-        assert conn.execute('SELECT count(*) AS n FROM user_tokens WHERE user_id = %s',
-                            (user.id,)).fetchone()['n'] == 4
-        working = sum(http('GET', base + '/api/v1/profile', headers=token_headers(answer)).status == 200
-                      for answer in answers)
+        assert (
+            conn.execute(
+                'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)
+            ).fetchone()['n']
+            == 4
+        )
+        working = sum(
+            http('GET', base + '/api/v1/profile', headers=token_headers(answer)).status
+            == 200
+            for answer in answers
+        )
         assert working == 4

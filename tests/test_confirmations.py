@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from tests.conftest import PASSWORD
-from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 
 INVALID_TOKEN = {'message': 'Invalid token'}
 RESET_REQUESTED = {'message': 'Request for password reset is successful. '

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from tests.conftest import PASSWORD
-from tests.conftest import http
-from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.support.servers import http
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 
 ATTACKER_PASSWORD = 'quiet harbour lantern'
 OWNER_PASSWORD = 'violet meadow compass'

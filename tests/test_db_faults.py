@@ -12,11 +12,11 @@ import pytest
 
 import db
 import devdb
-from tests.conftest import free_port
-from tests.conftest import http
-from tests.conftest import run_gunicorn
-from tests.conftest import unique_email
 from tests.pgbouncer import PgBouncer
+from tests.support.servers import free_port
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import unique_email
 
 
 @pytest.fixture(scope='module')
@@ -30,12 +30,15 @@ def cluster():
 
 @pytest.fixture(scope='module', params=['direct', 'pgbouncer'])
 def route(request, cluster):
-    """How gunicorn reaches the cluster: directly, or through PgBouncer (``bouncer``)."""
+    """How gunicorn reaches the cluster: directly, or through PgBouncer
+    (``bouncer``)."""
     if request.param == 'direct':
         yield SimpleNamespace(url=cluster.url(), env={}, bouncer=None)
         return
     bouncer = PgBouncer(cluster.url(), free_port()).start()
-    yield SimpleNamespace(url=bouncer.url(), env={'DB_PREPARED_STATEMENTS': 'off'}, bouncer=bouncer)
+    yield SimpleNamespace(
+        url=bouncer.url(), env={'DB_PREPARED_STATEMENTS': 'off'}, bouncer=bouncer
+    )
     bouncer.destroy()
 
 
@@ -43,11 +46,20 @@ def route(request, cluster):
 def service(route, base_env):
     env = {**base_env, 'DATABASE_URL': route.url, **route.env, 'DB_POOL_TIMEOUT': '3'}
     with run_gunicorn(env, workers=2) as base:
-        signup = http('POST', base + '/api/v1/accounts', {
-            'account_name': 'Faults', 'email': unique_email('faults'), 'user_full_name': 'F',
-            'password': 'a long passphrase'})
+        signup = http(
+            'POST',
+            base + '/api/v1/accounts',
+            {
+                'account_name': 'Faults',
+                'email': unique_email('faults'),
+                'user_full_name': 'F',
+                'password': 'a long passphrase',
+            },
+        )
         assert signup.status == 200
-        headers = {name: signup.headers[name] for name in ('access-token', 'client', 'uid')}
+        headers = {
+            name: signup.headers[name] for name in ('access-token', 'client', 'uid')
+        }
         yield base, headers
 
 
@@ -68,7 +80,10 @@ def restart_under_load(service, restartable):
     # As many clients as workers, so no request also waits in gunicorn's queue.
     base, headers = service
     stop, answers = threading.Event(), []
-    threads = [threading.Thread(target=hammer, args=(base, headers, stop, answers)) for _ in range(2)]
+    threads = [
+        threading.Thread(target=hammer, args=(base, headers, stop, answers))
+        for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     time.sleep(1)
@@ -88,7 +103,9 @@ def restart_under_load(service, restartable):
         if answer.status == 503:
             assert answer.json == {'message': 'Service temporarily unavailable'}
             assert answer.headers['retry-after'] == '5'
-    late = [answer.status for started, _, answer in answers if started > restarted_at + 3]
+    late = [
+        answer.status for started, _, answer in answers if started > restarted_at + 3
+    ]
     assert late and set(late) == {200}, late
     assert statuses.count(200) > 20
 
@@ -110,7 +127,9 @@ def test_readyz_is_503_while_the_database_is_away(cluster, service):
     # Each worker's pool reconnects on its own backoff, so one worker answering 200
     # says nothing of the other: wait until both questions are answered 200.
     deadline = time.monotonic() + 15
-    while not (http('GET', base + '/api/v1/profile', headers=headers).status == 200
-               and http('GET', base + '/readyz').status == 200):
+    while not (
+        http('GET', base + '/api/v1/profile', headers=headers).status == 200
+        and http('GET', base + '/readyz').status == 200
+    ):
         assert time.monotonic() < deadline, 'did not recover within 15 s'
         time.sleep(0.2)

@@ -4,8 +4,8 @@ the app refuses the hyphenated one (``Api-Access-Token``) from them alike."""
 
 import pytest
 
-from tests.conftest import http
-from tests.conftest import run_gunicorn
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
 
 
 @pytest.fixture(scope='module')

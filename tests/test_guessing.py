@@ -7,7 +7,7 @@ A window's end is reached by moving the stored window back, not by sleeping.
 
 import concurrent.futures
 
-from tests.conftest import http
+from tests.support.servers import http
 from tests.test_mfa import Authenticator
 from tests.test_mfa import challenge
 from tests.test_mfa import enable

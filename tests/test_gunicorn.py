@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from tests.conftest import http
-from tests.conftest import raw_request
-from tests.conftest import unique_email
+from tests.support.servers import http
+from tests.support.servers import raw_request
+from tests.support.users import unique_email
 
 
 def token_headers(answer):
@@ -63,7 +63,7 @@ def test_api_access_token_still_works_with_underscores_dropped(gunicorn_url, mak
 
 def test_a_clients_x_real_ip_with_underscores_does_not_count(base_env, make_user):
     """An X_Real_IP header must not merge with (or stand in for) X-Real-IP."""
-    from tests.conftest import run_gunicorn
+    from tests.support.servers import run_gunicorn
 
     user = make_user()
     with run_gunicorn({**base_env, 'RATE_LIMITS': 'on'}, workers=1) as base:

@@ -17,22 +17,38 @@ import services
 
 # Highest first: each layer's top-level modules and packages.
 LAYERS = (
-    ('the face', ('app', 'gunicorn.conf', 'manage', 'devdb')),
+    ('the face', ('app', 'gunicorn.conf', 'manage', 'devdb', 'schema_dump')),
     ('resources and the docs builder', ('resources', 'apidoc')),
     ('middleware and services', ('middleware', 'services')),
-    ('the base', ('db', 'config', 'errors', 'tokens', 'logs', 'validators', 'bodies', 'forms')),
+    (
+        'the base',
+        ('db', 'config', 'errors', 'tokens', 'logs', 'validators', 'bodies', 'forms'),
+    ),
 )
-RANK = {name: len(LAYERS) - index for index, (_, names) in enumerate(LAYERS) for name in names}
+RANK = {
+    name: len(LAYERS) - index
+    for index, (_, names) in enumerate(LAYERS)
+    for name in names
+}
 LAYER_NAME = {name: layer for layer, names in LAYERS for name in names}
 # Within a layer, or a layer down, what never imports what: services and resources meet
 # middleware only through req.context; resources/openapi.py serves what apidoc.py
 # builds, not the other way round.
-SIDEWAYS = {'services': ('middleware',), 'resources': ('middleware',), 'apidoc': ('resources',)}
-PART = {f'services.{module}': part for part, modules in services.PARTS.items() for module in modules}
+SIDEWAYS = {
+    'services': ('middleware',),
+    'resources': ('middleware',),
+    'apidoc': ('resources',),
+}
+PART = {
+    f'services.{module}': part
+    for part, modules in services.PARTS.items()
+    for module in modules
+}
 
 
 def module_name(path, root):
-    """``services/audit.py`` -> ``services.audit``; ``gunicorn.conf.py`` -> ``gunicorn.conf``."""
+    """``services/audit.py`` -> ``services.audit``; ``gunicorn.conf.py`` ->
+    ``gunicorn.conf``."""
     parts = path.relative_to(root).parts
     if len(parts) == 1:
         return path.stem
@@ -45,23 +61,38 @@ def top(module):
 
 
 def imported_modules(path, module, project):
-    """``(line, module)`` of every project module ``path`` imports (``from m import name``: m)."""
-    package = module.split('.') if path.name == '__init__.py' else module.split('.')[:-1]
+    """``(line, module)`` of every project module ``path`` imports (``from m import
+    name``: m)."""
+    package = (
+        module.split('.') if path.name == '__init__.py' else module.split('.')[:-1]
+    )
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ''
             if node.level:
-                base = '.'.join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+                base = '.'.join(
+                    [
+                        *package[: len(package) - node.level + 1],
+                        *([base] if base else []),
+                    ]
+                )
             names = [f'{base}.{alias.name}' for alias in node.names]
         else:
             continue
         for name in names:
             parts = name.split('.')
-            # The longest prefix that is a project module: a module, or the package it is in.
-            found = next(('.'.join(parts[:end]) for end in range(len(parts), 0, -1)
-                          if '.'.join(parts[:end]) in project), None)
+            # The longest prefix that is a project module: a module, or the package it
+            # is in.
+            found = next(
+                (
+                    '.'.join(parts[:end])
+                    for end in range(len(parts), 0, -1)
+                    if '.'.join(parts[:end]) in project
+                ),
+                None,
+            )
             if found is not None:
                 yield node.lineno, found
 
@@ -72,7 +103,10 @@ def violations(root=db.ROOT):
     for module, path in files.items():
         where = str(path.relative_to(root))
         if top(module) not in RANK:
-            found.append(f'{where}: in no layer (add {top(module)!r} to LAYERS in tests/test_layers.py)')
+            found.append(
+                f'{where}: in no layer (add {top(module)!r} to LAYERS in '
+                'tests/test_layers.py)'
+            )
             continue
         if module.startswith('services.') and module not in PART:
             found.append(f'{where}: in no part of services.PARTS')
@@ -97,13 +131,19 @@ def test_every_service_module_is_in_one_part():
     modules = [module for part in services.PARTS.values() for module in part]
     assert len(modules) == len(set(modules))
     assert {f'services.{module}' for module in modules} == {
-        module_name(path, db.ROOT) for path in (db.ROOT / 'services').glob('*.py') if path.name != '__init__.py'}
+        module_name(path, db.ROOT)
+        for path in (db.ROOT / 'services').glob('*.py')
+        if path.name != '__init__.py'
+    }
 
 
 def test_a_wrong_way_import_is_named(tmp_path):
     files = {
-        'app.py': '', 'db.py': 'import app\n',
-        'middleware/__init__.py': '', 'middleware/validation.py': 'import errors\n', 'errors.py': '',
+        'app.py': '',
+        'db.py': 'import app\n',
+        'middleware/__init__.py': '',
+        'middleware/validation.py': 'import errors\n',
+        'errors.py': '',
         'services/__init__.py': '',
         'services/addresses.py': 'from middleware.validation import SCHEMAS_DIR\n',
         'services/sessions.py': 'def later():\n    from services import profiles\n',
@@ -115,8 +155,10 @@ def test_a_wrong_way_import_is_named(tmp_path):
         (tmp_path / name).write_text(text)
     assert violations(tmp_path) == [
         'db.py:1 imports app, of a higher layer (the face)',
-        'services/addresses.py:1 imports middleware.validation: services never imports middleware',
-        'services/sessions.py:2 imports services.profiles: credentials never imports accounts',
+        'services/addresses.py:1 imports middleware.validation: '
+        'services never imports middleware',
+        'services/sessions.py:2 imports services.profiles: '
+        'credentials never imports accounts',
         'services/stray.py: in no part of services.PARTS',
     ]
 
@@ -132,16 +174,32 @@ def test_every_named_query_is_asked_for(queries):
     assert sorted(set(queries) - {key for key, _ in db.query_lookups()}) == []
 
 
-def test_create_app_refuses_to_boot_without_a_query_the_code_asks_for(config, pool, monkeypatch):
+def test_create_app_refuses_to_boot_without_a_query_the_code_asks_for(
+    config, pool, monkeypatch
+):
     load_queries = db.load_queries
-    monkeypatch.setattr(db, 'load_queries', lambda: {
-        key: sql for key, sql in load_queries().items() if key != 'sessions.known_device'})
-    with pytest.raises(RuntimeError, match=r"services/sessions\.py:\d+: no query 'sessions.known_device'"):
+    monkeypatch.setattr(
+        db,
+        'load_queries',
+        lambda: {
+            key: sql
+            for key, sql in load_queries().items()
+            if key != 'sessions.known_device'
+        },
+    )
+    with pytest.raises(
+        RuntimeError,
+        match=r"services/sessions\.py:\d+: no query 'sessions.known_device'",
+    ):
         app_module.create_app(config, pool)
 
 
 def test_a_query_name_built_at_run_time_is_refused(tmp_path):
-    (tmp_path / 'x.py').write_text("def f(self, queries, name):\n"
-                                   "    return self._queries['a.known'], queries[f'a.{name}']\n")
-    with pytest.raises(RuntimeError, match=r'x\.py:2: a query name that is not a literal'):
+    (tmp_path / 'x.py').write_text(
+        'def f(self, queries, name):\n'
+        "    return self._queries['a.known'], queries[f'a.{name}']\n"
+    )
+    with pytest.raises(
+        RuntimeError, match=r'x\.py:2: a query name that is not a literal'
+    ):
         db.check_lookups({'a.known': 'SELECT 1'}, tmp_path)

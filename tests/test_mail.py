@@ -1,4 +1,5 @@
-"""The outbox worker, ``manage.py deliver-mail``, against a real SMTP server (aiosmtpd)."""
+"""The outbox worker, ``manage.py deliver-mail``, against a real SMTP server
+(aiosmtpd)."""
 
 import hashlib
 import signal
@@ -8,14 +9,14 @@ import uuid
 import pytest
 
 from services import outbox
-from tests.conftest import free_port
-from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import deliver_mail_command
-from tests.smtp_server import SMTP_LOGIN
 from tests.smtp_server import self_signed_certificate
+from tests.smtp_server import SMTP_LOGIN
 from tests.smtp_server import smtp_server
 from tests.smtp_server import tls_smtp_server
+from tests.support.servers import free_port
+from tests.support.users import unique_email
 
 FRONTEND = 'http://frontdesk.test'
 
@@ -32,21 +33,31 @@ def certificate(tmp_path_factory):
 
 
 def enqueue(conn, queries, address, body='Hello'):
-    return conn.execute(queries['mail.enqueue'], {
-        'kind': 'test', 'to_address': address, 'subject': 'Test message',
-        'text_body': body, 'html_body': f'<p>{body}</p>',
-    }).fetchone()['id']
+    return conn.execute(
+        queries['mail.enqueue'],
+        {
+            'kind': 'test',
+            'to_address': address,
+            'subject': 'Test message',
+            'text_body': body,
+            'html_body': f'<p>{body}</p>',
+        },
+    ).fetchone()['id']
 
 
 def outbox_row(conn, mail_id):
     return conn.execute(
-        'SELECT status, attempts, last_error, message_id, sent_at, text_body, html_body,'
-        ' EXTRACT(epoch FROM next_attempt_at - now()) AS wait'
-        ' FROM mail_outbox WHERE id = %s', (mail_id,)).fetchone()
+        'SELECT status, attempts, last_error, message_id, sent_at, text_body, '
+        'html_body, EXTRACT(epoch FROM next_attempt_at - now()) AS wait'
+        ' FROM mail_outbox WHERE id = %s',
+        (mail_id,),
+    ).fetchone()
 
 
 def make_due(conn, mail_id):
-    conn.execute('UPDATE mail_outbox SET next_attempt_at = now() WHERE id = %s', (mail_id,))
+    conn.execute(
+        'UPDATE mail_outbox SET next_attempt_at = now() WHERE id = %s', (mail_id,)
+    )
 
 
 def finish(proc, timeout=30):
@@ -55,11 +66,22 @@ def finish(proc, timeout=30):
     return stdout, stderr
 
 
-def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(testapp, conn, base_env, inbox):
+def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
+    testapp, conn, base_env, inbox
+):
     address = unique_email('signup')
-    testapp.post_json('/api/v1/accounts', {
-        'account_name': 'Acme', 'email': address, 'user_full_name': 'Ada', 'password': 'correct horse 1'})
-    row = conn.execute('SELECT id FROM mail_outbox WHERE to_address = %s', (address,)).fetchone()
+    testapp.post_json(
+        '/api/v1/accounts',
+        {
+            'account_name': 'Acme',
+            'email': address,
+            'user_full_name': 'Ada',
+            'password': 'correct horse 1',
+        },
+    )
+    row = conn.execute(
+        'SELECT id FROM mail_outbox WHERE to_address = %s', (address,)
+    ).fetchone()
 
     stdout, _ = finish(deliver_mail_command(base_env, inbox.port))
 
@@ -72,28 +94,44 @@ def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(testapp
     assert message['From'] == 'Frontdesk <accounts@localhost>'
     assert message['Subject'] == 'Confirmation Instructions'
     assert message.get_content_type() == 'multipart/alternative'
-    assert [part.get_content_type() for part in message.iter_parts()] == ['text/plain', 'text/html']
+    assert [part.get_content_type() for part in message.iter_parts()] == [
+        'text/plain',
+        'text/html',
+    ]
     link, token = received.link('/app/auth/confirmation', 'confirmation_token')
     assert link == f'{FRONTEND}/app/auth/confirmation?confirmation_token={token}'
     assert f'href="{link}"' in received.html
-    stored = conn.execute('SELECT t.token_digest FROM one_time_tokens t JOIN users u ON u.id = t.user_id'
-                          ' WHERE u.email = %s', (address,)).fetchone()
+    stored = conn.execute(
+        'SELECT t.token_digest FROM one_time_tokens t JOIN users u ON u.id = t.user_id'
+        ' WHERE u.email = %s',
+        (address,),
+    ).fetchone()
     assert bytes(stored['token_digest']) == hashlib.sha256(token.encode()).digest()
     sent = outbox_row(conn, row['id'])
-    assert sent['status'] == 'sent' and sent['attempts'] == 1 and sent['sent_at'] is not None
-    assert sent['message_id'] == message['Message-ID'] and sent['message_id'].endswith('@localhost>')
+    assert (
+        sent['status'] == 'sent'
+        and sent['attempts'] == 1
+        and sent['sent_at'] is not None
+    )
+    assert sent['message_id'] == message['Message-ID'] and sent['message_id'].endswith(
+        '@localhost>'
+    )
     assert sent['text_body'] is None and sent['html_body'] is None
 
     finish(deliver_mail_command(base_env, inbox.port))
     assert len(inbox.to(address)) == 1
 
 
-def test_mail_queued_while_smtp_is_down_goes_out_once_it_is_back(testapp, conn, base_env, make_user):
+def test_mail_queued_while_smtp_is_down_goes_out_once_it_is_back(
+    testapp, conn, base_env, make_user
+):
     user = make_user()
     port = free_port()  # nothing listens here yet
     answer = testapp.post_json('/auth/password', {'email': user.email})
     assert answer.status_int == 200
-    mail_id = conn.execute('SELECT id FROM mail_outbox WHERE to_address = %s', (user.email,)).fetchone()['id']
+    mail_id = conn.execute(
+        'SELECT id FROM mail_outbox WHERE to_address = %s', (user.email,)
+    ).fetchone()['id']
 
     deliver(base_env, port)
     failed = outbox_row(conn, mail_id)
@@ -101,7 +139,9 @@ def test_mail_queued_while_smtp_is_down_goes_out_once_it_is_back(testapp, conn, 
     assert failed['last_error'].startswith('ConnectionRefusedError')
     assert failed['text_body'] is not None and 5 < failed['wait'] <= 10
     deliver(base_env, port)
-    assert outbox_row(conn, mail_id)['attempts'] == 1, 'retried before its backoff was over'
+    assert outbox_row(conn, mail_id)['attempts'] == 1, (
+        'retried before its backoff was over'
+    )
 
     with smtp_server(port) as inbox:
         make_due(conn, mail_id)
@@ -114,10 +154,14 @@ def test_mail_queued_while_smtp_is_down_goes_out_once_it_is_back(testapp, conn, 
     link, token = received.link('/app/auth/password/edit', 'reset_password_token')
     assert link == f'{FRONTEND}/app/auth/password/edit?reset_password_token={token}'
     sent = outbox_row(conn, mail_id)
-    assert sent['status'] == 'sent' and sent['attempts'] == 2 and sent['text_body'] is None
+    assert (
+        sent['status'] == 'sent' and sent['attempts'] == 2 and sent['text_body'] is None
+    )
 
 
-def test_two_workers_at_once_send_each_message_exactly_once(conn, queries, base_env, inbox):
+def test_two_workers_at_once_send_each_message_exactly_once(
+    conn, queries, base_env, inbox
+):
     addresses = [unique_email('pair') for _ in range(12)]
     ids = [enqueue(conn, queries, address) for address in addresses]
     # Each worker's first message waits in DATA until the other worker is mid-send too:
@@ -130,7 +174,9 @@ def test_two_workers_at_once_send_each_message_exactly_once(conn, queries, base_
     for output in outputs:
         assert int(output.split('deliver-mail: ')[1].split(' sent')[0]) >= 1, output
     assert [len(inbox.to(address)) for address in addresses] == [1] * len(addresses)
-    statuses = conn.execute('SELECT status, attempts FROM mail_outbox WHERE id = ANY(%s)', (ids,)).fetchall()
+    statuses = conn.execute(
+        'SELECT status, attempts FROM mail_outbox WHERE id = ANY(%s)', (ids,)
+    ).fetchall()
     assert statuses == [{'status': 'sent', 'attempts': 1}] * len(ids)
 
 
@@ -143,8 +189,13 @@ def test_a_permanently_refused_recipient_fails_at_once(conn, queries, base_env, 
 
     row = outbox_row(conn, mail_id)
     assert row['status'] == 'failed' and row['attempts'] == 1
-    assert row['last_error'].startswith('SMTPRecipientsRefused') and '550' in row['last_error']
-    assert row['text_body'] is None and row['html_body'] is None and row['sent_at'] is None
+    assert (
+        row['last_error'].startswith('SMTPRecipientsRefused')
+        and '550' in row['last_error']
+    )
+    assert (
+        row['text_body'] is None and row['html_body'] is None and row['sent_at'] is None
+    )
     make_due(conn, mail_id)
     deliver(base_env, inbox.port)
     assert outbox_row(conn, mail_id)['attempts'] == 1
@@ -152,7 +203,8 @@ def test_a_permanently_refused_recipient_fails_at_once(conn, queries, base_env, 
 
 
 def test_a_temporarily_refused_recipient_backs_off_and_gives_up_after_bounded_attempts(
-        conn, queries, base_env, inbox):
+    conn, queries, base_env, inbox
+):
     address = unique_email('busy')
     inbox.refuse[address] = '451 4.3.0 Try again later'
     mail_id = enqueue(conn, queries, address)
@@ -173,7 +225,9 @@ def test_a_temporarily_refused_recipient_backs_off_and_gives_up_after_bounded_at
 
 
 @pytest.mark.parametrize('signum', [signal.SIGTERM, signal.SIGINT])
-def test_without_once_the_worker_keeps_delivering_until_signalled(conn, queries, base_env, inbox, signum):
+def test_without_once_the_worker_keeps_delivering_until_signalled(
+    conn, queries, base_env, inbox, signum
+):
     worker = deliver_mail_command(base_env, inbox.port, once=False)
     try:
         address = unique_email('loop')
@@ -188,48 +242,86 @@ def test_without_once_the_worker_keeps_delivering_until_signalled(conn, queries,
     assert 'Traceback' not in stderr
 
 
-def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(conn, queries, base_env, certificate):
+def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(
+    conn, queries, base_env, certificate
+):
     secret = f'pw-{uuid.uuid4().hex}'
     link_token = f'tok-{uuid.uuid4().hex}'
-    mail_id = enqueue(conn, queries, unique_email('auth'), body=f'Open {FRONTEND}/x?t={link_token}')
+    mail_id = enqueue(
+        conn, queries, unique_email('auth'), body=f'Open {FRONTEND}/x?t={link_token}'
+    )
 
     # Over STARTTLS, with a password the server refuses.
     with tls_smtp_server(*certificate) as server:
-        _, stderr = finish(deliver_mail_command(base_env, server.port, SMTP_TLS='starttls', SMTP_USERNAME='mailer',
-                                                SMTP_PASSWORD=secret, SSL_CERT_FILE=str(certificate[0])))
+        _, stderr = finish(
+            deliver_mail_command(
+                base_env,
+                server.port,
+                SMTP_TLS='starttls',
+                SMTP_USERNAME='mailer',
+                SMTP_PASSWORD=secret,
+                SSL_CERT_FILE=str(certificate[0]),
+            )
+        )
 
     row = outbox_row(conn, mail_id)
-    assert row['status'] == 'pending' and row['last_error'].startswith('SMTPAuthenticationError')
+    assert row['status'] == 'pending' and row['last_error'].startswith(
+        'SMTPAuthenticationError'
+    )
     assert secret not in row['last_error'] and secret not in stderr
     assert link_token not in row['last_error'] and link_token not in stderr
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
 
 
-# --- SMTP over TLS (issue 10) ------------------------------------------------------------
+# --- SMTP over TLS (issue 10) ---------------------------------------------------------
 
-@pytest.mark.parametrize('mode, extra', [
-    ('implicit', {'SMTP_TLS': 'implicit'}),
-    ('starttls', {'SMTP_TLS': 'starttls'}),
-    ('starttls', {'SMTP_STARTTLS': 'true'}),  # the older variable still means STARTTLS
-], ids=['implicit', 'starttls', 'legacy-starttls'])
-def test_mail_goes_out_over_tls_with_the_login(conn, queries, base_env, certificate, monkeypatch, mode, extra):
-    monkeypatch.setenv('SSL_CERT_FILE', str(certificate[0]))  # trust the throwaway certificate
+
+@pytest.mark.parametrize(
+    'mode, extra',
+    [
+        ('implicit', {'SMTP_TLS': 'implicit'}),
+        ('starttls', {'SMTP_TLS': 'starttls'}),
+        (
+            'starttls',
+            {'SMTP_STARTTLS': 'true'},
+        ),  # the older variable still means STARTTLS
+    ],
+    ids=['implicit', 'starttls', 'legacy-starttls'],
+)
+def test_mail_goes_out_over_tls_with_the_login(
+    conn, queries, base_env, certificate, monkeypatch, mode, extra
+):
+    monkeypatch.setenv(
+        'SSL_CERT_FILE', str(certificate[0])
+    )  # trust the throwaway certificate
     address = unique_email('tls')
     mail_id = enqueue(conn, queries, address)
     user, password = SMTP_LOGIN
     with tls_smtp_server(*certificate, implicit=mode == 'implicit') as server:
-        deliver(base_env, server.port, SMTP_USERNAME=user, SMTP_PASSWORD=password, **extra)
+        deliver(
+            base_env, server.port, SMTP_USERNAME=user, SMTP_PASSWORD=password, **extra
+        )
     assert outbox_row(conn, mail_id)['status'] == 'sent'
     assert server.one_to(address).message['Subject'] == 'Test message'
 
 
-def test_an_untrusted_certificate_stops_the_delivery_before_the_login(conn, queries, base_env, certificate):
+def test_an_untrusted_certificate_stops_the_delivery_before_the_login(
+    conn, queries, base_env, certificate
+):
     mail_id = enqueue(conn, queries, unique_email('untrusted'))
     user, password = SMTP_LOGIN
     with tls_smtp_server(*certificate, implicit=True) as server:
-        deliver(base_env, server.port, SMTP_TLS='implicit', SMTP_USERNAME=user, SMTP_PASSWORD=password)
+        deliver(
+            base_env,
+            server.port,
+            SMTP_TLS='implicit',
+            SMTP_USERNAME=user,
+            SMTP_PASSWORD=password,
+        )
     row = outbox_row(conn, mail_id)
-    assert row['status'] == 'pending' and 'CERTIFICATE_VERIFY_FAILED' in row['last_error']
+    assert (
+        row['status'] == 'pending' and 'CERTIFICATE_VERIFY_FAILED' in row['last_error']
+    )
     assert server.received == []
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
 
@@ -237,25 +329,48 @@ def test_an_untrusted_certificate_stops_the_delivery_before_the_login(conn, quer
 def test_starttls_never_falls_back_to_clear_text(conn, queries, base_env, inbox):
     # The plain test server offers no STARTTLS: the message waits, nothing is sent.
     mail_id = enqueue(conn, queries, unique_email('nofallback'))
-    deliver(base_env, inbox.port, SMTP_TLS='starttls', SMTP_USERNAME='mailer', SMTP_PASSWORD='x')
+    deliver(
+        base_env,
+        inbox.port,
+        SMTP_TLS='starttls',
+        SMTP_USERNAME='mailer',
+        SMTP_PASSWORD='x',
+    )
     row = outbox_row(conn, mail_id)
-    assert row['status'] == 'pending' and row['last_error'].startswith('SMTPNotSupportedError')
-    assert inbox.received == [] or all('nofallback' not in item.rcpt_tos[0] for item in inbox.received)
+    assert row['status'] == 'pending' and row['last_error'].startswith(
+        'SMTPNotSupportedError'
+    )
+    assert inbox.received == [] or all(
+        'nofallback' not in item.rcpt_tos[0] for item in inbox.received
+    )
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
 
 
-@pytest.mark.parametrize('env, expected', [
-    ({'SMTP_USERNAME': 'mailer'}, 'SMTP_USERNAME is set but SMTP_TLS is off'),
-    ({'SMTP_USERNAME': 'mailer', 'SMTP_TLS': 'off'}, 'SMTP_USERNAME is set but SMTP_TLS is off'),
-    ({'SMTP_TLS': 'ssl'}, 'SMTP_TLS must be one of starttls, implicit, off'),
-    ({'SMTP_TLS': 'implicit', 'SMTP_STARTTLS': 'true'}, 'SMTP_STARTTLS=true contradicts SMTP_TLS=implicit'),
-])
-def test_smtp_settings_that_would_leak_the_login_stop_the_start(base_env, env, expected):
+@pytest.mark.parametrize(
+    'env, expected',
+    [
+        ({'SMTP_USERNAME': 'mailer'}, 'SMTP_USERNAME is set but SMTP_TLS is off'),
+        (
+            {'SMTP_USERNAME': 'mailer', 'SMTP_TLS': 'off'},
+            'SMTP_USERNAME is set but SMTP_TLS is off',
+        ),
+        ({'SMTP_TLS': 'ssl'}, 'SMTP_TLS must be one of starttls, implicit, off'),
+        (
+            {'SMTP_TLS': 'implicit', 'SMTP_STARTTLS': 'true'},
+            'SMTP_STARTTLS=true contradicts SMTP_TLS=implicit',
+        ),
+    ],
+)
+def test_smtp_settings_that_would_leak_the_login_stop_the_start(
+    base_env, env, expected
+):
     done = deliver_mail_command(base_env, free_port(), **env)
     _, stderr = done.communicate(timeout=30)
     assert done.returncode != 0
     assert stderr.strip() == f'frontdesk: invalid configuration: {expected}' or (
-        stderr.startswith(f'frontdesk: invalid configuration: {expected}') and stderr.count('\n') == 1)
+        stderr.startswith(f'frontdesk: invalid configuration: {expected}')
+        and stderr.count('\n') == 1
+    )
 
 
 def test_implicit_tls_defaults_to_port_465(base_env):

@@ -4,7 +4,7 @@ At most 5 confirmation, reset or resend mails per address per hour; beyond, the 
 the same and no mail is queued. Anonymous requests never spend a user's e-mail-change quota.
 """
 
-from tests.conftest import unique_email
+from tests.support.users import unique_email
 from tests.test_rate_limits import fresh_ip
 
 

@@ -7,9 +7,9 @@ import pytest
 
 import apidoc
 import app as app_module
+from tests import contract
 from validators import load_schemas
 from validators import load_validators
-from tests import contract
 
 SIGNED_IN = ('user', 'member', 'administrator')
 
@@ -55,13 +55,20 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
         for method, level in resource.access.items():
             operation = document['paths'][path][method.lower()]
             where = f'{method} {path}'
-            path_parameters = [param['name'] for param in operation['parameters'] if param['in'] == 'path']
+            path_parameters = [
+                param['name']
+                for param in operation['parameters']
+                if param['in'] == 'path'
+            ]
             assert path_parameters == re.findall(r'\{(\w+)', template), where
             assert (operation['security'] == []) == (level == 'public'), where
             responses = operation['responses']
             assert '200' in responses and '500' in responses, where
             if level in SIGNED_IN:
-                assert responses['401']['content']['application/json']['schema'] is not None, where
+                assert (
+                    responses['401']['content']['application/json']['schema']
+                    is not None
+                ), where
             schema = getattr(resource, 'schemas', {}).get(method)
             if schema:
                 body = operation['requestBody']['content']['application/json']['schema']
@@ -70,38 +77,78 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
             else:
                 assert 'requestBody' not in operation, where
     described = sum(len(operations) for operations in document['paths'].values())
-    assert described == sum(len(resource.access) for _, resource in route_table
-                            if not getattr(resource, 'undocumented', False))
+    assert described == sum(
+        len(resource.access)
+        for _, resource in route_table
+        if not getattr(resource, 'undocumented', False)
+    )
 
 
 def test_security_is_the_token_headers_or_api_access_token(document):
     schemes = document['components']['securitySchemes']
-    assert {scheme['name'] for scheme in schemes.values()} == {'access-token', 'client', 'uid', 'api_access_token',
-                                                                 'mfa_token'}
-    assert all(scheme['type'] == 'apiKey' and scheme['in'] == 'header' for scheme in schemes.values())
+    assert {scheme['name'] for scheme in schemes.values()} == {
+        'access-token',
+        'client',
+        'uid',
+        'api_access_token',
+        'mfa_token',
+    }
+    assert all(
+        scheme['type'] == 'apiKey' and scheme['in'] == 'header'
+        for scheme in schemes.values()
+    )
     assert document['paths']['/api/v1/profile']['get']['security'] == [
-        {'accessToken': [], 'client': [], 'uid': []}, {'apiAccessToken': []}]
+        {'accessToken': [], 'client': [], 'uid': []},
+        {'apiAccessToken': []},
+    ]
     assert {} in document['paths']['/api/v1/accounts']['post']['security']
     # The setup token of an account's MFA requirement reaches the MFA endpoints only.
     assert document['paths']['/api/v1/profile/mfa']['post']['security'] == [
-        {'accessToken': [], 'client': [], 'uid': []}, {'mfaToken': []}]
-    assert [path for path, operations in document['paths'].items()
-            if any({'mfaToken': []} in operation['security'] for operation in operations.values())] == [
-        '/api/v1/profile/mfa', '/api/v1/profile/mfa/verify', '/api/v1/profile/mfa/backup_codes']
+        {'accessToken': [], 'client': [], 'uid': []},
+        {'mfaToken': []},
+    ]
+    assert [
+        path
+        for path, operations in document['paths'].items()
+        if any(
+            {'mfaToken': []} in operation['security']
+            for operation in operations.values()
+        )
+    ] == [
+        '/api/v1/profile/mfa',
+        '/api/v1/profile/mfa/verify',
+        '/api/v1/profile/mfa/backup_codes',
+    ]
 
 
 def _headers(document, path, method, status):
     response = document['paths'][path][method]['responses'][status]
-    return {name: contract._resolve(header)['required'] for name, header in response['headers'].items()}
+    return {
+        name: contract._resolve(header)['required']
+        for name, header in response['headers'].items()
+    }
 
 
 def test_response_headers(document):
     token = {'access-token', 'token-type', 'client', 'expiry', 'uid'}
-    assert _headers(document, '/auth/sign_in', 'post', '200') == {'X-Request-Id': True, **dict.fromkeys(token, True)}
+    assert _headers(document, '/auth/sign_in', 'post', '200') == {
+        'X-Request-Id': True,
+        **dict.fromkeys(token, True),
+    }
     # Echoed for token-header requests only, so not required.
-    assert _headers(document, '/api/v1/profile', 'get', '200') == {'X-Request-Id': True, **dict.fromkeys(token, False)}
-    assert _headers(document, '/auth/sign_out', 'delete', '200') == {'X-Request-Id': True}
-    assert _headers(document, '/api/v1/accounts/{account_id}/cache_keys', 'get', '200')['Cache-Control'] is True
+    assert _headers(document, '/api/v1/profile', 'get', '200') == {
+        'X-Request-Id': True,
+        **dict.fromkeys(token, False),
+    }
+    assert _headers(document, '/auth/sign_out', 'delete', '200') == {
+        'X-Request-Id': True
+    }
+    assert (
+        _headers(document, '/api/v1/accounts/{account_id}/cache_keys', 'get', '200')[
+            'Cache-Control'
+        ]
+        is True
+    )
     assert _headers(document, '/auth/sign_in', 'post', '429')['Retry-After'] is True
     assert _headers(document, '/api/v1/profile', 'get', '503')['Retry-After'] is True
 
@@ -110,17 +157,26 @@ def test_the_multipart_body_has_every_profile_field_and_the_avatar(document):
     schemas = document['components']['schemas']
     profile = schemas['profile_update']['properties']['profile']['properties']
     multipart = schemas['profile_update_multipart']['properties']
-    assert set(multipart) == {f'profile[{name}]' for name in profile} | {'profile[avatar]'}
+    assert set(multipart) == {f'profile[{name}]' for name in profile} | {
+        'profile[avatar]'
+    }
     assert multipart['profile[avatar]']['format'] == 'binary'
     content = document['paths']['/api/v1/profile']['put']['requestBody']['content']
-    assert content['multipart/form-data']['schema'] == {'$ref': '#/components/schemas/profile_update_multipart'}
+    assert content['multipart/form-data']['schema'] == {
+        '$ref': '#/components/schemas/profile_update_multipart'
+    }
 
 
 def test_our_own_keywords_are_explained(document):
     schemas = document['components']['schemas']
     assert 'notBlank' in document['info']['description']
-    assert '(notBlank)' in schemas['account_update']['properties']['name']['description']
-    assert '(format iana-timezone)' in schemas['account_update']['properties']['timezone']['description']
+    assert (
+        '(notBlank)' in schemas['account_update']['properties']['name']['description']
+    )
+    assert (
+        '(format iana-timezone)'
+        in schemas['account_update']['properties']['timezone']['description']
+    )
     assert '(maxBytes)' in schemas['definitions']['$defs']['password']['description']
 
 
@@ -141,12 +197,33 @@ def test_the_contract_hook_fails_on_what_the_document_does_not_say():
     with pytest.raises(AssertionError, match='does not match the documented schema'):
         contract.check('GET', '/healthz', {}, 200, headers, b'{"status": "fine"}')
     with pytest.raises(AssertionError, match='required header X-Request-Id'):
-        contract.check('GET', '/healthz', {}, 200, {'Content-Type': 'application/json'}, b'{"status": "ok"}')
+        contract.check(
+            'GET',
+            '/healthz',
+            {},
+            200,
+            {'Content-Type': 'application/json'},
+            b'{"status": "ok"}',
+        )
     with pytest.raises(AssertionError, match='token headers are not echoed'):
-        contract.check('GET', '/api/v1/profile', {'access-token': 'a', 'client': 'b', 'uid': 'c'}, 200, headers,
-                       b'{}')
-    # A documented path with another method is an unknown route: the 404 is all it may answer.
-    contract.check('DELETE', '/healthz', {}, 404, headers, b'{"error": "Resource could not be found"}')
+        contract.check(
+            'GET',
+            '/api/v1/profile',
+            {'access-token': 'a', 'client': 'b', 'uid': 'c'},
+            200,
+            headers,
+            b'{}',
+        )
+    # A documented path with another method is an unknown route: the 404 is all it may
+    # answer.
+    contract.check(
+        'DELETE',
+        '/healthz',
+        {},
+        404,
+        headers,
+        b'{"error": "Resource could not be found"}',
+    )
     # A route only a test knows is left alone.
     contract.check('GET', '/boom', {}, 500, headers, b'not json')
 
@@ -155,14 +232,21 @@ def test_every_operation_has_a_tag_a_summary_a_description_and_examples(document
     tags = {tag['name'] for tag in document['tags']}
     for path, operations in document['paths'].items():
         for method, operation in operations.items():
-            where = f'{method.upper()} {path}: add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+            where = (
+                f'{method.upper()} {path}: '
+                'add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+            )
             assert f'{method.upper()} {path}' in apidoc.OPERATIONS, where
             assert operation['tags'] and set(operation['tags']) <= tags, where
             assert operation['summary'] and operation['description'], where
             for status, response in operation['responses'].items():
-                assert 'example' in response['content']['application/json'], f'{where} ({status})'
+                assert 'example' in response['content']['application/json'], (
+                    f'{where} ({status})'
+                )
             if 'requestBody' in operation:
-                assert 'example' in operation['requestBody']['content']['application/json'], where
+                assert (
+                    'example' in operation['requestBody']['content']['application/json']
+                ), where
 
 
 def test_every_example_matches_its_schema(document):
@@ -172,12 +256,26 @@ def test_every_example_matches_its_schema(document):
     for path, operations in document['paths'].items():
         for method, operation in operations.items():
             for status, response in operation['responses'].items():
-                pointer = contract._pointer('paths', path, method, 'responses', status, 'content', 'application/json',
-                                            'schema')
+                pointer = contract._pointer(
+                    'paths',
+                    path,
+                    method,
+                    'responses',
+                    status,
+                    'content',
+                    'application/json',
+                    'schema',
+                )
                 example = response['content']['application/json']['example']
                 errors = list(contract._validator(pointer).iter_errors(example))
-                assert not errors, f'{method.upper()} {path} {status}: {errors[0].message}'
-            request = operation.get('requestBody', {}).get('content', {}).get('application/json')
+                assert not errors, (
+                    f'{method.upper()} {path} {status}: {errors[0].message}'
+                )
+            request = (
+                operation.get('requestBody', {})
+                .get('content', {})
+                .get('application/json')
+            )
             if request:
                 stem = request['schema']['$ref'].rpartition('/')[2]
                 validators[stem].check(request['example'])

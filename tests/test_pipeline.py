@@ -12,7 +12,7 @@ import webtest
 
 import app as app_module
 import config as config_module
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 NOT_FOUND = {'error': 'Resource could not be found'}
 
@@ -35,47 +35,104 @@ def test_unknown_routes_and_methods_are_json_404s_whatever_the_accept_header(tes
 
 
 def test_malformed_json_is_a_400(testapp, admin):
-    for body in (b'{bad', b'{"name": "x",}', b'\xff\xfe', b'"\\ud800"', b'{"name": "\\ud83d"}'):
-        resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', body, content_type='application/json',
-                           headers=admin.headers, status=400)
+    for body in (
+        b'{bad',
+        b'{"name": "x",}',
+        b'\xff\xfe',
+        b'"\\ud800"',
+        b'{"name": "\\ud83d"}',
+    ):
+        resp = testapp.put(
+            f'/api/v1/accounts/{admin.account_id}',
+            body,
+            content_type='application/json',
+            headers=admin.headers,
+            status=400,
+        )
         assert resp.json['message'].startswith('Malformed JSON')
 
 
 def test_nul_characters_are_refused_before_the_database(testapp, admin, conn):
-    resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', b'{"name": "a\\u0000b"}',
-                       content_type='application/json', headers=admin.headers, status=400)
+    resp = testapp.put(
+        f'/api/v1/accounts/{admin.account_id}',
+        b'{"name": "a\\u0000b"}',
+        content_type='application/json',
+        headers=admin.headers,
+        status=400,
+    )
     assert resp.json == {'message': 'Malformed JSON: NUL characters are not allowed'}
-    assert conn.execute('SELECT name FROM accounts WHERE id = %s', (admin.account_id,)).fetchone()['name'] == 'Acme'
+    assert (
+        conn.execute(
+            'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
+        ).fetchone()['name']
+        == 'Acme'
+    )
     # An escaped backslash followed by u0000 is ordinary text, and accepted.
-    testapp.put(f'/api/v1/accounts/{admin.account_id}', b'{"name": "a\\\\u0000b"}',
-                content_type='application/json', headers=admin.headers, status=200)
+    testapp.put(
+        f'/api/v1/accounts/{admin.account_id}',
+        b'{"name": "a\\\\u0000b"}',
+        content_type='application/json',
+        headers=admin.headers,
+        status=200,
+    )
 
 
 def test_non_object_bodies_are_422(testapp, admin):
     for body in (b'[]', b'"name"', b'42', b'null'):
-        resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', body, content_type='application/json',
-                           headers=admin.headers, status=422)
+        resp = testapp.put(
+            f'/api/v1/accounts/{admin.account_id}',
+            body,
+            content_type='application/json',
+            headers=admin.headers,
+            status=422,
+        )
         assert resp.json['message'] == 'Request body must be a JSON object'
 
 
 def test_another_content_type_is_a_415(testapp, admin):
-    for content_type in ('text/plain', 'application/xml', 'multipart/form-data; boundary=x'):
-        resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', b'name=x', content_type=content_type,
-                           headers=admin.headers, status=415)
-        assert resp.json == {'message': 'Content-Type must be application/json or application/x-www-form-urlencoded'}
+    for content_type in (
+        'text/plain',
+        'application/xml',
+        'multipart/form-data; boundary=x',
+    ):
+        resp = testapp.put(
+            f'/api/v1/accounts/{admin.account_id}',
+            b'name=x',
+            content_type=content_type,
+            headers=admin.headers,
+            status=415,
+        )
+        assert resp.json == {
+            'message': (
+                'Content-Type must be application/json or '
+                'application/x-www-form-urlencoded'
+            )
+        }
 
 
 def test_a_body_over_one_mebibyte_is_a_413(testapp, admin):
     body = b'{"name": "' + b'x' * (1024 * 1024) + b'"}'
-    resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', body, content_type='application/json',
-                       headers=admin.headers, status=413)
-    assert resp.json == {'message': 'Request body is too large (maximum is 1048576 bytes)'}
+    resp = testapp.put(
+        f'/api/v1/accounts/{admin.account_id}',
+        body,
+        content_type='application/json',
+        headers=admin.headers,
+        status=413,
+    )
+    assert resp.json == {
+        'message': 'Request body is too large (maximum is 1048576 bytes)'
+    }
 
 
 def test_deeply_nested_json_is_handled(testapp, admin):
     deep = b'[' * 100_000 + b']' * 100_000
-    resp = testapp.put(f'/api/v1/accounts/{admin.account_id}', deep, content_type='application/json',
-                       headers=admin.headers, status=400)
+    resp = testapp.put(
+        f'/api/v1/accounts/{admin.account_id}',
+        deep,
+        content_type='application/json',
+        headers=admin.headers,
+        status=400,
+    )
     assert resp.json['message'].startswith('Malformed JSON')
 
 
@@ -83,30 +140,52 @@ def test_request_id_is_echoed_or_made(testapp):
     made = testapp.get('/healthz').headers['X-Request-Id']
     assert len(made) == 32
     # From a trusted proxy (WebTest's peer is 127.0.0.1 by default) a sane id is kept.
-    kept = testapp.get('/healthz', headers={'X-Request-Id': 'abc-123'}).headers['X-Request-Id']
+    kept = testapp.get('/healthz', headers={'X-Request-Id': 'abc-123'}).headers[
+        'X-Request-Id'
+    ]
     assert kept == 'abc-123'
-    replaced = testapp.get('/healthz', headers={'X-Request-Id': 'bad id\twith spaces'}).headers['X-Request-Id']
+    replaced = testapp.get(
+        '/healthz', headers={'X-Request-Id': 'bad id\twith spaces'}
+    ).headers['X-Request-Id']
     assert len(replaced) == 32 and replaced != 'bad id\twith spaces'
-    assert testapp.get('/nope', headers={'X-Request-Id': 'r-404'}, status=404).headers['X-Request-Id'] == 'r-404'
+    assert (
+        testapp.get('/nope', headers={'X-Request-Id': 'r-404'}, status=404).headers[
+            'X-Request-Id'
+        ]
+        == 'r-404'
+    )
 
 
 def test_request_id_from_an_untrusted_peer_is_not_trusted(testapp):
-    resp = testapp.get('/healthz', headers={'X-Request-Id': 'spoofed'}, extra_environ={'REMOTE_ADDR': '203.0.113.9'})
+    resp = testapp.get(
+        '/healthz',
+        headers={'X-Request-Id': 'spoofed'},
+        extra_environ={'REMOTE_ADDR': '203.0.113.9'},
+    )
     assert resp.headers['X-Request-Id'] != 'spoofed'
 
 
-@pytest.mark.parametrize('allow, peer, trusted', [
-    ('10.0.0.0/8', '10.20.30.40', True),
-    ('10.0.0.0/8', '11.0.0.1', False),
-    ('10.0.0.0/8', '::ffff:10.1.1.1', True),  # an IPv4 peer on a dual-stack socket
-    ('192.0.2.7, 2001:db8::/32', '2001:db8:1::5', True),
-    ('192.0.2.7, 2001:db8::/32', '2001:db9::5', False),
-    ('*', '203.0.113.9', True),
-    ('*', '2001:db8::1', True),
-])
-def test_forwarded_allow_ips_takes_networks_and_star(make_testapp, allow, peer, trusted):
+@pytest.mark.parametrize(
+    'allow, peer, trusted',
+    [
+        ('10.0.0.0/8', '10.20.30.40', True),
+        ('10.0.0.0/8', '11.0.0.1', False),
+        ('10.0.0.0/8', '::ffff:10.1.1.1', True),  # an IPv4 peer on a dual-stack socket
+        ('192.0.2.7, 2001:db8::/32', '2001:db8:1::5', True),
+        ('192.0.2.7, 2001:db8::/32', '2001:db9::5', False),
+        ('*', '203.0.113.9', True),
+        ('*', '2001:db8::1', True),
+    ],
+)
+def test_forwarded_allow_ips_takes_networks_and_star(
+    make_testapp, allow, peer, trusted
+):
     app = make_testapp(FORWARDED_ALLOW_IPS=allow)
-    resp = app.get('/healthz', headers={'X-Request-Id': 'from-the-proxy'}, extra_environ={'REMOTE_ADDR': peer})
+    resp = app.get(
+        '/healthz',
+        headers={'X-Request-Id': 'from-the-proxy'},
+        extra_environ={'REMOTE_ADDR': peer},
+    )
     assert (resp.headers['X-Request-Id'] == 'from-the-proxy') is trusted
 
 
@@ -117,22 +196,38 @@ class Boom:
         raise RuntimeError('secret detail that must not leak')
 
 
-def test_an_unexpected_exception_is_a_generic_500_logged_with_the_request_id(config, pool, caplog):
+def test_an_unexpected_exception_is_a_generic_500_logged_with_the_request_id(
+    config, pool, caplog
+):
     app = app_module.create_app(config, pool)
     app.add_route('/boom', Boom())
     with caplog.at_level(logging.ERROR, logger='frontdesk'):
-        resp = webtest.TestApp(app).get('/boom', headers={'X-Request-Id': 'req-500'}, status=500, expect_errors=True)
+        resp = webtest.TestApp(app).get(
+            '/boom', headers={'X-Request-Id': 'req-500'}, status=500, expect_errors=True
+        )
     assert resp.json == {'message': 'Internal server error', 'request_id': 'req-500'}
     assert 'secret detail' not in resp.text
-    assert any('req-500' in record.getMessage() and record.exc_info for record in caplog.records)
+    assert any(
+        'req-500' in record.getMessage() and record.exc_info
+        for record in caplog.records
+    )
 
 
 def test_an_unreachable_database_is_a_503_with_retry_after(config):
-    dead = psycopg_pool.ConnectionPool('postgresql://postgres@127.0.0.1:9/nowhere', min_size=0, max_size=1,
-                                       timeout=0.5, open=True)
+    dead = psycopg_pool.ConnectionPool(
+        'postgresql://postgres@127.0.0.1:9/nowhere',
+        min_size=0,
+        max_size=1,
+        timeout=0.5,
+        open=True,
+    )
     try:
         app = webtest.TestApp(app_module.create_app(config, dead))
-        resp = app.get('/api/v1/profile', headers={'access-token': 'a', 'client': 'b', 'uid': 'c@d.io'}, status=503)
+        resp = app.get(
+            '/api/v1/profile',
+            headers={'access-token': 'a', 'client': 'b', 'uid': 'c@d.io'},
+            status=503,
+        )
         assert resp.json == {'message': 'Service temporarily unavailable'}
         assert resp.headers['Retry-After'] == '5'
         ready = app.get('/readyz', status=503)
@@ -142,34 +237,62 @@ def test_an_unreachable_database_is_a_503_with_retry_after(config):
         dead.close()
 
 
-@pytest.mark.parametrize('env, variable', [
-    ({'ENABLE_ACCOUNT_SIGNUP': 'maybe'}, 'ENABLE_ACCOUNT_SIGNUP'),
-    ({'BCRYPT_ROUNDS': 'twelve'}, 'BCRYPT_ROUNDS'),
-    ({'MAX_TOKENS_PER_USER': '0'}, 'MAX_TOKENS_PER_USER'),
-    ({'RATE_LIMITS': 'yes'}, 'RATE_LIMITS'),
-    ({'HCAPTCHA_VERIFY_URL': 'ftp://x'}, 'HCAPTCHA_VERIFY_URL'),
-    ({'AVATAR_URL_PREFIX': '/avatars'}, 'AVATAR_URL_PREFIX'),
-    ({'DATABASE_URL': ''}, 'DATABASE_URL'),
-    ({'FORWARDED_ALLOW_IPS': '10.0.0.1/8'}, 'FORWARDED_ALLOW_IPS'),
-    ({'FORWARDED_ALLOW_IPS': '127.0.0.1,proxy.local'}, 'FORWARDED_ALLOW_IPS'),
-])
+@pytest.mark.parametrize(
+    'env, variable',
+    [
+        ({'ENABLE_ACCOUNT_SIGNUP': 'maybe'}, 'ENABLE_ACCOUNT_SIGNUP'),
+        ({'BCRYPT_ROUNDS': 'twelve'}, 'BCRYPT_ROUNDS'),
+        ({'MAX_TOKENS_PER_USER': '0'}, 'MAX_TOKENS_PER_USER'),
+        ({'RATE_LIMITS': 'yes'}, 'RATE_LIMITS'),
+        ({'HCAPTCHA_VERIFY_URL': 'ftp://x'}, 'HCAPTCHA_VERIFY_URL'),
+        ({'AVATAR_URL_PREFIX': '/avatars'}, 'AVATAR_URL_PREFIX'),
+        ({'DATABASE_URL': ''}, 'DATABASE_URL'),
+        ({'FORWARDED_ALLOW_IPS': '10.0.0.1/8'}, 'FORWARDED_ALLOW_IPS'),
+        ({'FORWARDED_ALLOW_IPS': '127.0.0.1,proxy.local'}, 'FORWARDED_ALLOW_IPS'),
+    ],
+)
 def test_invalid_configuration_names_the_variable(base_env, env, variable):
     with pytest.raises(config_module.ConfigError, match=variable):
         config_module.load({**base_env, **env})
 
 
 def test_gunicorn_refuses_to_start_on_invalid_configuration(base_env):
-    env = {**os.environ, **base_env, 'ENABLE_ACCOUNT_SIGNUP': 'sometimes', 'BIND': '127.0.0.1:0'}
-    done = subprocess.run([sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        **base_env,
+        'ENABLE_ACCOUNT_SIGNUP': 'sometimes',
+        'BIND': '127.0.0.1:0',
+    }
+    done = subprocess.run(
+        [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
-    assert 'invalid configuration: ENABLE_ACCOUNT_SIGNUP must be one of true, false, api_only' in done.stdout + done.stderr
+    assert (
+        'invalid configuration: ENABLE_ACCOUNT_SIGNUP must be one of true, false, '
+        'api_only' in done.stdout + done.stderr
+    )
 
 
 def test_gunicorn_refuses_a_forwarded_allow_ips_it_would_misread(base_env):
-    env = {**os.environ, **base_env, 'FORWARDED_ALLOW_IPS': '127.0.0.1,10.0.0.1/8', 'BIND': '127.0.0.1:0'}
-    done = subprocess.run([sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        **base_env,
+        'FORWARDED_ALLOW_IPS': '127.0.0.1,10.0.0.1/8',
+        'BIND': '127.0.0.1:0',
+    }
+    done = subprocess.run(
+        [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     # gunicorn's own check, before it reads gunicorn.conf.py; config.py agrees with it.
     assert (done.stdout + done.stderr).strip() == 'Error: 10.0.0.1/8 has host bits set'
@@ -191,8 +314,11 @@ class BadInsert:
 
     def on_get(self, req, resp):
         with self._pool.connection() as conn:
-            conn.execute("INSERT INTO users (name, email, encrypted_password, access_token)"
-                         " VALUES ('x', 'UPPER@CASE.IO', '$2b$secret-hash-value', 'tok-secret-0123456789abcdef0123456789')")
+            conn.execute(
+                'INSERT INTO users (name, email, encrypted_password, access_token)'
+                " VALUES ('x', 'UPPER@CASE.IO', '$2b$secret-hash-value',"
+                " 'tok-secret-0123456789abcdef0123456789')"
+            )
 
 
 def test_a_database_error_is_logged_without_the_row_it_quotes(config, pool, caplog):

@@ -5,7 +5,7 @@ import datetime
 import re
 
 import config as config_module
-from tests.conftest import PASSWORD
+from tests.support.users import PASSWORD
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 SAFARI = ('Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) '

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.conftest import unique_email
+from tests.support.users import unique_email
 
 RETRY_LATER = {'message': 'Retry later'}
 

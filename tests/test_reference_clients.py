@@ -10,8 +10,8 @@ import psycopg_pool
 import pytest
 
 import app as app_module
-from tests.conftest import PASSWORD
-from tests.conftest import unique_email
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 from tests.test_rate_limits import fresh_ip
 from tests.test_signup import FakeVerifier
 

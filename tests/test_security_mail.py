@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from tests.conftest import PASSWORD
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.support.users import PASSWORD
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 SAFARI = ('Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) '

@@ -2,7 +2,7 @@
 
 import time
 
-from tests.conftest import PASSWORD
+from tests.support.users import PASSWORD
 
 INVALID_LOGIN = {'success': False, 'errors': ['Invalid login credentials. Please try again.']}
 UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}

@@ -9,8 +9,8 @@ import urllib.parse
 
 import pytest
 
-from tests.conftest import http
-from tests.conftest import unique_email
+from tests.support.servers import http
+from tests.support.users import unique_email
 
 INVALID_PARAMS = {'message': 'Invalid, please check the signup parameters and try again'}
 

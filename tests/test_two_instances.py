@@ -13,31 +13,39 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import PASSWORD
-from tests.conftest import http
-from tests.conftest import run_gunicorn
-from tests.conftest import unique_email
 from tests.nginx_server import request
 from tests.nginx_server import run_nginx
 from tests.nginx_server import shared_workdir
 from tests.smtp_server import deliver_mail_command
 from tests.smtp_server import smtp_server
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 
 JSON = {'Content-Type': 'application/json'}
-# Client addresses of this module's own (all of 127/8 is loopback): the rate-limit counters
-# of other tests, which share the database, stay out of the way.
-TOKEN_CLIENT, LIMITED_CLIENT, OTHER_CLIENT = (f'127.0.0.{n}' for n in random.sample(range(3, 255), 3))
+# Client addresses of this module's own (all of 127/8 is loopback): the rate-limit
+# counters of other tests, which share the database, stay out of the way.
+TOKEN_CLIENT, LIMITED_CLIENT, OTHER_CLIENT = (
+    f'127.0.0.{n}' for n in random.sample(range(3, 255), 3)
+)
 
 
 @pytest.fixture(scope='module')
 def instances(base_env):
-    """nginx (``proxy``) in front of two single-worker gunicorns (``direct``, ``logs``)."""
+    """nginx (``proxy``) in front of two single-worker gunicorns (``direct``,
+    ``logs``)."""
     with shared_workdir() as workdir, contextlib.ExitStack() as stack:
         env = {**base_env, 'AVATAR_DIR': str(workdir / 'avatars'), 'RATE_LIMITS': 'on'}
         logs = [workdir / 'gunicorn-0.log', workdir / 'gunicorn-1.log']
-        direct = [stack.enter_context(run_gunicorn(env, workers=1, log_path=log)) for log in logs]
+        direct = [
+            stack.enter_context(run_gunicorn(env, workers=1, log_path=log))
+            for log in logs
+        ]
         upstreams = [base.removeprefix('http://') for base in direct]
-        proxy, _ = stack.enter_context(run_nginx(workdir, upstreams, workdir / 'avatars'))
+        proxy, _ = stack.enter_context(
+            run_nginx(workdir, upstreams, workdir / 'avatars')
+        )
         yield SimpleNamespace(proxy=proxy, direct=direct, logs=logs)
 
 
@@ -46,7 +54,11 @@ def served_by(instances, answer_headers, timeout=5.0):
     request_id = answer_headers['x-request-id']
     deadline = time.monotonic() + timeout
     while True:
-        found = [n for n, log in enumerate(instances.logs) if request_id in log.read_text(errors='replace')]
+        found = [
+            n
+            for n, log in enumerate(instances.logs)
+            if request_id in log.read_text(errors='replace')
+        ]
         if found or time.monotonic() > deadline:
             assert len(found) == 1, (request_id, found)
             return found[0]
@@ -58,7 +70,9 @@ def sign_in(base, email, password, source):
     return request('POST', base + '/auth/sign_in', body, headers=JSON, source=source)
 
 
-def test_a_token_issued_by_one_instance_works_on_the_other_and_through_nginx(instances, make_user):
+def test_a_token_issued_by_one_instance_works_on_the_other_and_through_nginx(
+    instances, make_user
+):
     user = make_user()
     first, second = instances.direct
     status, headers, _ = sign_in(first, user.email, PASSWORD, TOKEN_CLIENT)
@@ -72,7 +86,10 @@ def test_a_token_issued_by_one_instance_works_on_the_other_and_through_nginx(ins
     assert served_by(instances, answer.headers) == 1
 
     # Through nginx the requests go to both, and both accept the token.
-    answers = [http('GET', instances.proxy + '/api/v1/profile', headers=token) for _ in range(4)]
+    answers = [
+        http('GET', instances.proxy + '/api/v1/profile', headers=token)
+        for _ in range(4)
+    ]
     assert [answer.status for answer in answers] == [200] * 4
     assert {served_by(instances, answer.headers) for answer in answers} == {0, 1}
 
@@ -89,30 +106,50 @@ def test_the_sign_in_limit_counts_requests_to_both_instances(instances, make_use
         time.sleep(left + 0.5)
     statuses, servers = [], []
     for _ in range(6):
-        status, headers, payload = sign_in(instances.proxy, user.email, 'wrong password', LIMITED_CLIENT)
+        status, headers, payload = sign_in(
+            instances.proxy, user.email, 'wrong password', LIMITED_CLIENT
+        )
         statuses.append(status)
         servers.append(served_by(instances, headers))
     assert statuses == [401] * 5 + [429]
     assert json.loads(payload) == {'message': 'Retry later'}
     assert set(servers[:5]) == {0, 1}
     # The limit is that address's: another client still gets an answer on its password.
-    assert sign_in(instances.proxy, user.email, 'wrong password', OTHER_CLIENT)[0] == 401
+    assert (
+        sign_in(instances.proxy, user.email, 'wrong password', OTHER_CLIENT)[0] == 401
+    )
 
 
-def test_two_looping_mail_workers_send_each_message_exactly_once(conn, queries, base_env):
+def test_two_looping_mail_workers_send_each_message_exactly_once(
+    conn, queries, base_env
+):
     addresses = [unique_email('two-workers') for _ in range(12)]
-    ids = [conn.execute(queries['mail.enqueue'], {
-        'kind': 'test', 'to_address': address, 'subject': 'Test message',
-        'text_body': 'Hello', 'html_body': '<p>Hello</p>',
-    }).fetchone()['id'] for address in addresses]
+    ids = [
+        conn.execute(
+            queries['mail.enqueue'],
+            {
+                'kind': 'test',
+                'to_address': address,
+                'subject': 'Test message',
+                'text_body': 'Hello',
+                'html_body': '<p>Hello</p>',
+            },
+        ).fetchone()['id']
+        for address in addresses
+    ]
     with smtp_server() as inbox:
         # Each worker's first message waits in DATA until the other worker is mid-send
         # too: both really deliver, at the same time.
         inbox.hold = 2
-        workers = [deliver_mail_command(base_env, inbox.port, once=False) for _ in range(2)]
+        workers = [
+            deliver_mail_command(base_env, inbox.port, once=False) for _ in range(2)
+        ]
         try:
             deadline = time.monotonic() + 30
-            while not all(inbox.to(address) for address in addresses) and time.monotonic() < deadline:
+            while (
+                not all(inbox.to(address) for address in addresses)
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
         finally:
             for worker in workers:
@@ -124,5 +161,7 @@ def test_two_looping_mail_workers_send_each_message_exactly_once(conn, queries, 
         assert 'Traceback' not in stderr
         assert int(stdout.split('deliver-mail: ')[1].split(' sent')[0]) >= 1, stdout
     assert [len(inbox.to(address)) for address in addresses] == [1] * len(addresses)
-    statuses = conn.execute('SELECT status, attempts FROM mail_outbox WHERE id = ANY(%s)', (ids,)).fetchall()
+    statuses = conn.execute(
+        'SELECT status, attempts FROM mail_outbox WHERE id = ANY(%s)', (ids,)
+    ).fetchall()
     assert statuses == [{'status': 'sent', 'attempts': 1}] * len(ids)

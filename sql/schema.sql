@@ -1,0 +1,487 @@
+-- The schema a fresh `manage.py migrate` produces, for reading and reviewing: pg_dump
+-- --schema-only --no-owner --no-privileges of the machine's PostgreSQL, without the lines
+-- that vary between runs and versions (its comments, SET lines, \restrict tokens, blank runs).
+-- Generated, never edited, and never run: migrations build databases. After adding a
+-- migration, regenerate it (a throwaway cluster, migrated from nothing) and commit both:
+--     .venv/bin/python manage.py schema-dump
+-- tests/test_migrations.py fails while this file and a fresh migrate disagree.
+
+CREATE TABLE public.accounts (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    locale text DEFAULT 'en'::text NOT NULL,
+    domain text,
+    support_email text,
+    auto_resolve_duration integer,
+    custom_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    label_cache_key text DEFAULT '0000000000'::text NOT NULL,
+    inbox_cache_key text DEFAULT '0000000000'::text NOT NULL,
+    team_cache_key text DEFAULT '0000000000'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    features jsonb DEFAULT '{}'::jsonb NOT NULL,
+    enforce_mfa boolean DEFAULT false NOT NULL,
+    CONSTRAINT accounts_auto_resolve_duration_check CHECK (((auto_resolve_duration >= 1) AND (auto_resolve_duration <= 999))),
+    CONSTRAINT accounts_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
+    CONSTRAINT accounts_domain_check CHECK ((char_length(domain) <= 100)),
+    CONSTRAINT accounts_features_check CHECK ((jsonb_typeof(features) = 'object'::text)),
+    CONSTRAINT accounts_inbox_cache_key_check CHECK ((inbox_cache_key ~ '^[0-9]{10,}$'::text)),
+    CONSTRAINT accounts_label_cache_key_check CHECK ((label_cache_key ~ '^[0-9]{10,}$'::text)),
+    CONSTRAINT accounts_locale_check CHECK ((locale = ANY (ARRAY['en'::text, 'ar'::text, 'nl'::text, 'fr'::text, 'de'::text, 'it'::text, 'ja'::text, 'ko'::text, 'pt'::text, 'ru'::text, 'es'::text, 'ml'::text, 'ca'::text, 'el'::text, 'pt_BR'::text, 'ro'::text, 'ta'::text, 'fa'::text, 'zh_TW'::text, 'vi'::text, 'da'::text, 'tr'::text, 'cs'::text, 'fi'::text, 'id'::text, 'sv'::text, 'hu'::text, 'no'::text, 'zh_CN'::text, 'pl'::text, 'sk'::text, 'uk'::text, 'th'::text, 'lv'::text, 'is'::text, 'he'::text, 'lt'::text, 'sr'::text, 'bg'::text, 'et'::text]))),
+    CONSTRAINT accounts_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 255))),
+    CONSTRAINT accounts_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text]))),
+    CONSTRAINT accounts_support_email_check CHECK ((char_length(support_email) <= 100)),
+    CONSTRAINT accounts_team_cache_key_check CHECK ((team_cache_key ~ '^[0-9]{10,}$'::text))
+);
+
+CREATE FUNCTION public.account_json(a public.accounts) RETURNS json
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT json_build_object(
+        'id', a.id,
+        'name', a.name,
+        'locale', a.locale,
+        'domain', a.domain,
+        'support_email', a.support_email,
+        'auto_resolve_duration', a.auto_resolve_duration,
+        'status', a.status,
+        'custom_attributes', a.custom_attributes,
+        'created_at', iso8601(a.created_at),
+        'cache_keys', json_build_object(
+            'label', a.label_cache_key, 'inbox', a.inbox_cache_key, 'team', a.team_cache_key),
+        'features', a.features,
+        'latest_chatwoot_version', NULL,
+        'enforce_mfa', a.enforce_mfa)
+$$;
+
+CREATE TABLE public.audit_events (
+    id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    event text NOT NULL,
+    actor_id bigint,
+    subject_id bigint,
+    account_id bigint,
+    ip_address text,
+    user_agent text,
+    session_id bigint,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT audit_events_details_check CHECK ((jsonb_typeof(details) = 'object'::text)),
+    CONSTRAINT audit_events_event_check CHECK ((event ~ '^[a-z_]{1,64}$'::text)),
+    CONSTRAINT audit_events_ip_address_check CHECK ((char_length(ip_address) <= 64)),
+    CONSTRAINT audit_events_user_agent_check CHECK ((char_length(user_agent) <= 512))
+);
+
+CREATE FUNCTION public.audit_event_json(e public.audit_events) RETURNS json
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT json_build_object(
+        'id', e.id,
+        'created_at', iso8601(e.created_at),
+        'event', e.event,
+        'actor_id', e.actor_id,
+        'subject_id', e.subject_id,
+        'account_id', e.account_id,
+        'ip_address', e.ip_address,
+        'user_agent', e.user_agent,
+        'session_id', e.session_id,
+        'details', e.details)
+$$;
+
+CREATE FUNCTION public.audit_events_page(page public.audit_events[], page_size integer) RETURNS json
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT json_build_object(
+        'events', COALESCE((SELECT json_agg(audit_event_json(e) ORDER BY e.id DESC)
+                              FROM unnest(page[1:page_size]) e), '[]'),
+        'next_before', CASE WHEN cardinality(page) > page_size THEN (page[page_size]).id END)
+$$;
+
+CREATE FUNCTION public.iso8601(ts timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+CREATE TABLE public.users (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    display_name text,
+    email text NOT NULL,
+    unconfirmed_email text,
+    encrypted_password text,
+    confirmed_at timestamp with time zone,
+    custom_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    ui_settings jsonb DEFAULT '{}'::jsonb NOT NULL,
+    message_signature text,
+    avatar text,
+    access_token text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    pubsub_token text DEFAULT replace(((gen_random_uuid())::text || (gen_random_uuid())::text), '-'::text, ''::text) NOT NULL,
+    otp_secret bytea,
+    otp_last_step bigint,
+    mfa_enabled_at timestamp with time zone,
+    CONSTRAINT users_access_token_check CHECK ((char_length(access_token) >= 32)),
+    CONSTRAINT users_avatar_check CHECK ((avatar ~ '^[A-Za-z0-9_-]+\.(jpg|png|gif|webp)$'::text)),
+    CONSTRAINT users_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
+    CONSTRAINT users_display_name_check CHECK ((char_length(display_name) <= 255)),
+    CONSTRAINT users_email_check CHECK (((email = lower((btrim(email) COLLATE "C"))) AND ((char_length(email) >= 3) AND (char_length(email) <= 255)))),
+    CONSTRAINT users_encrypted_password_check CHECK ((encrypted_password ~~ '$2%'::text)),
+    CONSTRAINT users_message_signature_check CHECK ((char_length(message_signature) <= 20000)),
+    CONSTRAINT users_mfa_needs_secret CHECK (((mfa_enabled_at IS NULL) OR (otp_secret IS NOT NULL))),
+    CONSTRAINT users_name_check CHECK ((char_length(name) <= 255)),
+    CONSTRAINT users_otp_secret_check CHECK (((octet_length(otp_secret) >= 29) AND (octet_length(otp_secret) <= 200))),
+    CONSTRAINT users_ui_settings_check CHECK ((jsonb_typeof(ui_settings) = 'object'::text)),
+    CONSTRAINT users_ui_settings_size CHECK ((octet_length((ui_settings)::text) <= 65536)),
+    CONSTRAINT users_unconfirmed_email_check CHECK ((unconfirmed_email = lower((btrim(unconfirmed_email) COLLATE "C"))))
+);
+
+CREATE FUNCTION public.mfa_enrollment_required(u public.users) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN u.mfa_enabled_at IS NOT NULL THEN false
+                ELSE EXISTS (SELECT 1
+                               FROM account_users au
+                               JOIN accounts a ON a.id = au.account_id
+                              WHERE au.user_id = u.id
+                                AND a.enforce_mfa) END
+$$;
+
+CREATE FUNCTION public.user_json(p_user_id bigint, p_avatar_url_prefix text) RETURNS json
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    AS $$
+BEGIN
+    RETURN (SELECT user_json(u, p_avatar_url_prefix) FROM users u WHERE u.id = p_user_id);
+END
+$$;
+
+CREATE FUNCTION public.user_json(u public.users, p_avatar_url_prefix text) RETURNS json
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    AS $$
+BEGIN
+    RETURN (
+        WITH memberships AS (
+            SELECT au.account_id, au.role, au.availability, au.auto_offline, au.active_at,
+                   a.name, a.status, a.locale
+              FROM account_users au
+              JOIN accounts a ON a.id = au.account_id
+             WHERE au.user_id = u.id
+        ), active AS (
+            SELECT m.account_id, m.role
+              FROM memberships m
+             ORDER BY m.active_at DESC NULLS LAST, m.account_id
+             LIMIT 1
+        )
+        SELECT json_build_object(
+            'id', u.id,
+            'name', u.name,
+            'display_name', u.display_name,
+            'available_name', COALESCE(NULLIF(u.display_name, ''), u.name),
+            'email', u.email,
+            'unconfirmed_email', u.unconfirmed_email,
+            'uid', u.email,
+            'provider', 'email',
+            'confirmed', u.confirmed_at IS NOT NULL,
+            'access_token', u.access_token,
+            'account_id', (SELECT account_id FROM active),
+            'role', (SELECT role FROM active),
+            'avatar_url', CASE WHEN u.avatar IS NULL THEN '' ELSE p_avatar_url_prefix || u.avatar END,
+            'custom_attributes', u.custom_attributes,
+            'ui_settings', u.ui_settings,
+            'message_signature', u.message_signature,
+            'created_at', iso8601(u.created_at),
+            'type', NULL,
+            'inviter_id', NULL,
+            'pubsub_token', u.pubsub_token,
+            'mfa_enabled', u.mfa_enabled_at IS NOT NULL,
+            'accounts', COALESCE((
+                SELECT json_agg(json_build_object(
+                    'id', m.account_id,
+                    'name', m.name,
+                    'status', m.status,
+                    'locale', m.locale,
+                    'active_at', iso8601(m.active_at),
+                    'role', m.role,
+                    'permissions', json_build_array(m.role),
+                    'availability', m.availability,
+                    'availability_status', CASE
+                        WHEN NOT m.auto_offline THEN m.availability
+                        WHEN m.active_at > now() - interval '5 minutes' THEN m.availability
+                        ELSE 'offline' END,
+                    'auto_offline', m.auto_offline) ORDER BY m.account_id)
+                  FROM memberships m), '[]'::json)));
+END
+$$;
+
+CREATE TABLE public.account_users (
+    id bigint NOT NULL,
+    account_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    role text DEFAULT 'agent'::text NOT NULL,
+    availability text DEFAULT 'online'::text NOT NULL,
+    auto_offline boolean DEFAULT true NOT NULL,
+    active_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_users_availability_check CHECK ((availability = ANY (ARRAY['online'::text, 'offline'::text, 'busy'::text]))),
+    CONSTRAINT account_users_role_check CHECK ((role = ANY (ARRAY['agent'::text, 'administrator'::text])))
+);
+
+ALTER TABLE public.account_users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.account_users_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE public.accounts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.accounts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE public.audit_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.audit_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.email_change_requests (
+    id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE public.email_change_requests ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.email_change_requests_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.mail_outbox (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    to_address text NOT NULL,
+    subject text NOT NULL,
+    text_body text,
+    html_body text,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text,
+    message_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    sent_at timestamp with time zone,
+    CONSTRAINT mail_outbox_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT mail_outbox_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'suppressed'::text])))
+);
+
+ALTER TABLE public.mail_outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.mail_outbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.mfa_recovery_codes (
+    id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    code_digest bytea NOT NULL,
+    used_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mfa_recovery_codes_code_digest_check CHECK ((octet_length(code_digest) = 32))
+);
+
+ALTER TABLE public.mfa_recovery_codes ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.mfa_recovery_codes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.one_time_tokens (
+    id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    purpose text NOT NULL,
+    email text NOT NULL,
+    token_digest bytea NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    failed_attempts integer DEFAULT 0 NOT NULL,
+    CONSTRAINT one_time_tokens_failed_attempts_check CHECK ((failed_attempts >= 0)),
+    CONSTRAINT one_time_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['confirmation'::text, 'reset_password'::text, 'email_revert'::text, 'mfa_challenge'::text, 'mfa_setup'::text]))),
+    CONSTRAINT one_time_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32))
+);
+
+ALTER TABLE public.one_time_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.one_time_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE public.rate_limit_counters (
+    bucket text NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    hits integer NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT rate_limit_counters_hits_check CHECK ((hits > 0))
+);
+
+CREATE TABLE public.schema_migrations (
+    version text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    checksum text
+);
+
+CREATE TABLE public.user_tokens (
+    id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    client text NOT NULL,
+    token_digest bytea NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone DEFAULT now() NOT NULL,
+    ip_address text,
+    user_agent text,
+    client_name text,
+    browser_name text,
+    browser_version text,
+    platform_name text,
+    device_name text,
+    CONSTRAINT user_tokens_browser_name_check CHECK ((char_length(browser_name) <= 100)),
+    CONSTRAINT user_tokens_browser_version_check CHECK ((char_length(browser_version) <= 100)),
+    CONSTRAINT user_tokens_client_name_check CHECK ((char_length(client_name) <= 255)),
+    CONSTRAINT user_tokens_device_name_check CHECK ((char_length(device_name) <= 100)),
+    CONSTRAINT user_tokens_ip_address_check CHECK ((char_length(ip_address) <= 64)),
+    CONSTRAINT user_tokens_platform_name_check CHECK ((char_length(platform_name) <= 100)),
+    CONSTRAINT user_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32)),
+    CONSTRAINT user_tokens_user_agent_check CHECK ((char_length(user_agent) <= 512))
+);
+
+ALTER TABLE public.user_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.user_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE public.users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.users_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+ALTER TABLE ONLY public.account_users
+    ADD CONSTRAINT account_users_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.account_users
+    ADD CONSTRAINT account_users_user_account_key UNIQUE (user_id, account_id);
+
+ALTER TABLE ONLY public.accounts
+    ADD CONSTRAINT accounts_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.audit_events
+    ADD CONSTRAINT audit_events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.email_change_requests
+    ADD CONSTRAINT email_change_requests_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.mail_outbox
+    ADD CONSTRAINT mail_outbox_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.mfa_recovery_codes
+    ADD CONSTRAINT mfa_recovery_codes_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.mfa_recovery_codes
+    ADD CONSTRAINT mfa_recovery_codes_user_digest_key UNIQUE (user_id, code_digest);
+
+ALTER TABLE ONLY public.one_time_tokens
+    ADD CONSTRAINT one_time_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.one_time_tokens
+    ADD CONSTRAINT one_time_tokens_token_digest_key UNIQUE (token_digest);
+
+ALTER TABLE ONLY public.rate_limit_counters
+    ADD CONSTRAINT rate_limit_counters_pkey PRIMARY KEY (bucket, window_start);
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.user_tokens
+    ADD CONSTRAINT user_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.user_tokens
+    ADD CONSTRAINT user_tokens_token_digest_key UNIQUE (token_digest);
+
+ALTER TABLE ONLY public.user_tokens
+    ADD CONSTRAINT user_tokens_user_client_key UNIQUE (user_id, client);
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_access_token_key UNIQUE (access_token);
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_email_key UNIQUE (email);
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.users
+    ADD CONSTRAINT users_pubsub_token_key UNIQUE (pubsub_token);
+
+CREATE INDEX account_users_account_id_idx ON public.account_users USING btree (account_id);
+
+CREATE INDEX audit_events_account_idx ON public.audit_events USING btree (account_id, id) WHERE (account_id IS NOT NULL);
+
+CREATE INDEX audit_events_created_at_idx ON public.audit_events USING btree (created_at);
+
+CREATE INDEX audit_events_subject_idx ON public.audit_events USING btree (subject_id, id);
+
+CREATE INDEX email_change_requests_user_idx ON public.email_change_requests USING btree (user_id, created_at);
+
+CREATE INDEX mail_outbox_pending_idx ON public.mail_outbox USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (user_id, purpose);
+
+CREATE INDEX rate_limit_counters_expires_at_idx ON public.rate_limit_counters USING btree (expires_at);
+
+ALTER TABLE ONLY public.account_users
+    ADD CONSTRAINT account_users_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.account_users
+    ADD CONSTRAINT account_users_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.email_change_requests
+    ADD CONSTRAINT email_change_requests_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.mfa_recovery_codes
+    ADD CONSTRAINT mfa_recovery_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.one_time_tokens
+    ADD CONSTRAINT one_time_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.user_tokens
+    ADD CONSTRAINT user_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;

@@ -1,0 +1,48 @@
+"""The tests' databases: one of their own on TEST_DATABASE_URL's server, PgBouncer."""
+
+import contextlib
+import os
+import uuid
+
+import psycopg
+
+import db
+
+ADMIN_URL = os.environ.get(
+    'TEST_DATABASE_URL', 'postgresql://postgres@127.0.0.1:5432/postgres'
+)
+
+
+def database_url_for(admin_url, name):
+    return psycopg.conninfo.make_conninfo(admin_url, dbname=name)
+
+
+@contextlib.contextmanager
+def new_database(prefix='frontdesk_test', migrate=True):
+    """A database of its own on TEST_DATABASE_URL's server; dropped afterwards."""
+    name = f'{prefix}_{uuid.uuid4().hex[:12]}'
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE {name}')
+    url = database_url_for(ADMIN_URL, name)
+    try:
+        if migrate:
+            db.migrate(url)
+        yield url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')
+
+
+# Issue 14: FRONTDESK_VIA_PGBOUNCER=1 (scripts/test's second pass): the app, the CLI and
+# the mail worker reach the database through a private PgBouncer (tests/pgbouncer.py)
+# with DB_PREPARED_STATEMENTS=off, as SPEC 16 deploys it; migrations and the tests' own
+# look-ups (``conn``) stay direct.
+VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
+
+
+def pooler_env(direct_database_url):
+    return (
+        {'DB_PREPARED_STATEMENTS': 'off', 'MIGRATE_DATABASE_URL': direct_database_url}
+        if VIA_PGBOUNCER
+        else {}
+    )

@@ -1,0 +1,370 @@
+"""Migrations never change once on main (issue 17): pinned checksums, manage.py
+migrate's refusal and --status, sql/schema.sql, and an upgrade from the oldest
+supported level."""
+
+import contextlib
+import difflib
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+import webtest
+
+import app as app_module
+import config as config_module
+import db
+import schema_dump
+from services import passwords
+from tests.support import ROOT
+from tests.support.database import new_database
+from tests.support.users import PASSWORD
+from tests.support.users import unique_email
+import tokens
+
+# The sha256 of every migration on main. A migration on main never changes: a fix is a
+# new file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
+PINNED = {
+    '0001_initial.sql': 'bddad73d8054fe643ea3ab2cda5dc80b5b7ea2cecec72dfed32ff3e8956fb627',  # noqa: E501
+    '0002_email_checks_independent_of_locale.sql': '848fd1451a2bc7cb8dce7e4c28f62f316837e19e2beffdc1caae16c95baa46f1',  # noqa: E501
+    '0003_user_json_of_a_row.sql': '3dec058a058c73f446f4e931fff19abe34aa55176606951d2accc8a57c70990f',  # noqa: E501
+    '0004_client_fields.sql': 'eb36e41134e2651452a5091716b505bfe0dc175303caa370233c76b68d5db013',  # noqa: E501
+    '0005_credential_lifecycle.sql': '61cf92c6759440c4a1a2fcaf1babd3b489a1ffb1487dbbe375a9bd8f72b96e62',  # noqa: E501
+    '0006_ui_settings_cap_and_suppressed_mail.sql': '3707b52c9efc3e78906ff3088e63376644477c4af90a23b1b34575525026b0a5',  # noqa: E501
+    '0008_sessions_and_audit.sql': 'bccac67cf655a03ba1c48cf11d6817ac0d3c710a2f51ddc6e7e00b4c7e179166',  # noqa: E501
+    '0009_mfa.sql': '68b34839979315b92050d3f38219aa8373f809ac5cbb3353b42143d5c4040e39',
+}
+# The oldest level docs/operations.md promises an upgrade from.
+OLDEST_SUPPORTED = '0001_initial'
+# Every table 0001 creates: the upgrade test fills each one.
+TABLES_AT_OLDEST = (
+    'accounts',
+    'users',
+    'account_users',
+    'user_tokens',
+    'one_time_tokens',
+    'mail_outbox',
+    'rate_limit_counters',
+)
+
+
+def manage(url, *args):
+    env = {**os.environ, 'DATABASE_URL': url}
+    env.pop('MIGRATE_DATABASE_URL', None)
+    return subprocess.run(
+        [sys.executable, 'manage.py', *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def recorded(url):
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            'SELECT version, applied_at, checksum FROM schema_migrations'
+            ' ORDER BY version'
+        ).fetchall()
+
+
+def test_no_migration_on_main_changes_and_every_one_is_pinned():
+    on_disk = {path.name: db.checksum(path) for path in db.migration_files()}
+    changed = [
+        f'sql/migrations/{name} changed after it was merged; a migration on main never '
+        'changes: put the change in a new migration'
+        for name in sorted(on_disk.keys() & PINNED.keys())
+        if on_disk[name] != PINNED[name]
+    ]
+    gone = [
+        f'sql/migrations/{name} was removed or renamed; '
+        'a migration on main stays as it is'
+        for name in sorted(PINNED.keys() - on_disk.keys())
+    ]
+    unpinned = [
+        f"sql/migrations/{name} is not pinned: add '{name}': '{on_disk[name]}' "
+        'to PINNED in tests/test_migrations.py'
+        for name in sorted(on_disk.keys() - PINNED.keys())
+    ]
+    assert not changed + gone + unpinned, '\n'.join(changed + gone + unpinned)
+
+
+@contextlib.contextmanager
+def database_at(level, *statements):
+    """A database migrated up to ``level`` (None: every migration), then
+    ``statements`` run on it."""
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        db.migrate(url, target=level)
+        with psycopg.connect(url) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        yield url
+
+
+def refused_migrate(url, line):
+    """Run manage.py migrate; it must refuse with ``line`` alone and leave the
+    bookkeeping as it was."""
+    before = recorded(url)
+    done = manage(url, 'migrate')
+    assert (done.returncode, done.stdout, done.stderr.splitlines()) == (
+        1,
+        '',
+        [f'manage.py migrate: {line}'],
+    )
+    assert recorded(url) == before
+    return done
+
+
+def test_migrate_refuses_a_changed_migration_in_one_line_and_changes_nothing():
+    changed = (
+        "UPDATE schema_migrations SET checksum = repeat('0', 64)"
+        " WHERE version = '0005_credential_lifecycle'"
+    )
+    # A row from before checksums were kept: a refused run must not fill it in either.
+    unchecked = (
+        "UPDATE schema_migrations SET checksum = NULL WHERE version = '0001_initial'"
+    )
+    with database_at('0008_sessions_and_audit', changed, unchecked) as url:
+        schema_before = schema_dump.dump(url)
+
+        refused_migrate(
+            url,
+            'sql/migrations/0005_credential_lifecycle.sql was changed after it was '
+            f'applied (checksum {"0" * 64} applied, '
+            f'{PINNED["0005_credential_lifecycle.sql"]} now); a migration on main '
+            'never changes: write a new one',
+        )
+
+        assert schema_dump.dump(url) == schema_before  # 0009 was pending and stays so
+
+
+def test_migrate_refuses_when_an_applied_migrations_file_is_missing():
+    # 0006 was renamed after merge: a database that applied it under its first name.
+    first_name = (
+        'INSERT INTO schema_migrations (version, applied_at, checksum)'
+        " VALUES ('0006_ui_settings_size_limit', '2025-01-02 03:04:05+00',"
+        " repeat('a', 64))"
+    )
+    with database_at('0005_credential_lifecycle', first_name) as url:
+        done = refused_migrate(
+            url,
+            'sql/migrations/0006_ui_settings_size_limit.sql was applied (2025-01-02 '
+            '03:04:05 UTC) but the file is missing; a migration on main is never '
+            'renamed or removed: restore it',
+        )
+        status = manage(url, 'migrate', '--status')
+        assert status.returncode != 0 and status.stderr == done.stderr
+        assert status.stdout.splitlines()[5:] == [
+            f'out of order{" " * 25}0006_ui_settings_cap_and_suppressed_mail',
+            'missing      2025-01-02 03:04:05 UTC 0006_ui_settings_size_limit',
+            f'pending{" " * 30}0008_sessions_and_audit',
+            f'pending{" " * 30}0009_mfa',
+        ]
+
+
+def test_a_new_migration_numbered_below_an_applied_one_is_refused(tmp_path):
+    for path in db.migration_files():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        db.migrate(url, directory=tmp_path)
+        (tmp_path / '0007_late.sql').write_text(
+            '-- Fills the gap 0007 left.\nCREATE TABLE late (id int);\n'
+        )
+        before = recorded(url)
+
+        with pytest.raises(db.MigrationRefused) as refused:
+            db.migrate(url, directory=tmp_path)
+
+        assert str(refused.value) == (
+            f'{tmp_path}/0007_late.sql is pending but sorts before 0009_mfa, which is '
+            'applied; a new migration takes the next number after every migration on '
+            'main: renumber it'
+        )
+        assert recorded(url) == before
+
+
+def test_status_lists_applied_with_their_time_and_pending():
+    with new_database('frontdesk_migrate', migrate=False) as url:
+        assert manage(url, 'migrate', '--status').stdout.splitlines() == [
+            f'pending{" " * 30}{path.stem}' for path in db.migration_files()
+        ]
+        db.migrate(url, target='0005_credential_lifecycle')
+        times = {
+            version: db.utc_time(applied_at) for version, applied_at, _ in recorded(url)
+        }
+
+        done = manage(url, 'migrate', '--status')
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            f'{"applied" if path.stem in times else "pending":<12} '
+            f'{times.get(path.stem, ""):<23} {path.stem}'
+            for path in db.migration_files()
+        ]
+        assert (
+            sum(line.startswith('pending ') for line in done.stdout.splitlines()) == 3
+        )
+
+
+def test_a_database_migrated_before_checksums_gets_them_on_the_next_migrate():
+    with database_at(None, 'ALTER TABLE schema_migrations DROP COLUMN checksum') as url:
+        status = manage(url, 'migrate', '--status')
+        assert status.returncode == 0, status.stderr
+        assert [line.split()[0] for line in status.stdout.splitlines()] == [
+            'unchecked'
+        ] * len(PINNED)
+
+        done = manage(url, 'migrate')
+
+        assert (done.returncode, done.stdout) == (
+            0,
+            'applied 0 migration(s): none pending\n',
+        ), done.stderr
+        assert {
+            f'{version}.sql': checksum for version, _, checksum in recorded(url)
+        } == PINNED
+
+
+def test_a_fresh_migrate_matches_sql_schema_sql():
+    with new_database('frontdesk_schema') as url:
+        fresh = schema_dump.dump(url)
+    committed = schema_dump.SCHEMA_FILE.read_text()
+    diff = ''.join(
+        difflib.unified_diff(
+            committed.splitlines(True),
+            fresh.splitlines(True),
+            'sql/schema.sql',
+            'a fresh migrate',
+            n=1,
+        )
+    )
+    assert fresh == committed, (
+        'sql/schema.sql is not what a fresh migrate produces; regenerate it with '
+        f'`.venv/bin/python manage.py schema-dump` and commit it:\n{diff[:4000]}'
+    )
+
+
+def fill_oldest_level(conn, email):
+    """One row in every table of 0001, through SQL as the first release wrote them."""
+    hashed = passwords.hash_password(PASSWORD, 4)
+    token = tokens.new_token()
+    account_id = conn.execute(
+        'INSERT INTO accounts (name, locale, domain)'
+        " VALUES ('Old Co', 'de', 'old.example')"
+        ' RETURNING id'
+    ).fetchone()[0]
+    user_id = conn.execute(
+        'INSERT INTO users'
+        ' (name, email, encrypted_password, confirmed_at, access_token, ui_settings)'
+        " VALUES ('Old Admin', %s, %s, now() - interval '400 days', %s,"
+        """ '{"theme": "dark"}') RETURNING id""",
+        (email, hashed, tokens.new_token()),
+    ).fetchone()[0]
+    conn.execute(
+        'INSERT INTO account_users (account_id, user_id, role, availability)'
+        " VALUES (%s, %s, 'administrator', 'busy')",
+        (account_id, user_id),
+    )
+    conn.execute(
+        'INSERT INTO user_tokens (user_id, client, token_digest, expires_at)'
+        " VALUES (%s, 'old-client', %s, now() + interval '30 days')",
+        (user_id, tokens.digest(token)),
+    )
+    conn.execute(
+        'INSERT INTO one_time_tokens'
+        ' (user_id, purpose, email, token_digest, expires_at)'
+        " VALUES (%s, 'reset_password', %s, %s, now() + interval '1 hour')",
+        (user_id, email, tokens.digest(tokens.new_token())),
+    )
+    conn.execute(
+        'INSERT INTO mail_outbox (kind, to_address, subject, text_body)'
+        " VALUES ('reset_password', %s, 'Reset', 'a link')",
+        (email,),
+    )
+    conn.execute(
+        'INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)'
+        " VALUES ('sign_in:127.0.0.1', now(), 1, now() + interval '1 hour')"
+    )
+    return account_id, {'access-token': token, 'client': 'old-client', 'uid': email}
+
+
+def row_counts(url):
+    with psycopg.connect(url) as conn:
+        return {
+            table: conn.execute(f'SELECT count(*) FROM {table}').fetchone()[0]
+            for table in TABLES_AT_OLDEST
+        }
+
+
+def test_an_upgrade_from_the_oldest_supported_level_keeps_every_row_and_serves_them(
+    base_env,
+):
+    email = unique_email('old')
+    with database_at(OLDEST_SUPPORTED) as url:
+        with psycopg.connect(url) as conn:
+            assert {
+                row[0]
+                for row in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                    " AND tablename <> 'schema_migrations'"
+                )
+            } == set(TABLES_AT_OLDEST)
+            account_id, old_session = fill_oldest_level(conn, email)
+            # As the first release left it: no checksums were kept then.
+            conn.execute('ALTER TABLE schema_migrations DROP COLUMN checksum')
+        before = row_counts(url)
+        assert set(before.values()) == {1}
+
+        done = manage(url, 'migrate')
+
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(
+            f'applied {len(db.migration_files()) - 1} migration(s): '
+        )
+        assert row_counts(url) == before
+        assert {
+            f'{version}.sql': checksum for version, _, checksum in recorded(url)
+        } == PINNED
+        config = config_module.load(
+            {**base_env, 'DATABASE_URL': url, 'MIGRATE_DATABASE_URL': ''}
+        )
+        pool = db.create_pool(config)
+        try:
+            testapp = webtest.TestApp(app_module.create_app(config, pool))
+            signed_in = testapp.post_json(
+                '/auth/sign_in', {'email': email, 'password': PASSWORD}, status=200
+            )
+            headers = {
+                name: signed_in.headers[name]
+                for name in ('access-token', 'client', 'uid')
+            }
+            profile = testapp.get('/api/v1/profile', headers=headers, status=200).json
+            assert (
+                profile['email'],
+                profile['name'],
+                profile['account_id'],
+                profile['role'],
+            ) == (email, 'Old Admin', account_id, 'administrator')
+            assert (
+                profile['ui_settings'] == {'theme': 'dark'}
+                and profile['mfa_enabled'] is False
+            )
+            account = testapp.get(
+                f'/api/v1/accounts/{account_id}', headers=headers, status=200
+            ).json
+            assert (account['name'], account['locale'], account['domain']) == (
+                'Old Co',
+                'de',
+                'old.example',
+            )
+            # The session signed in before the upgrade still works.
+            assert (
+                testapp.get('/api/v1/profile', headers=old_session, status=200).json[
+                    'email'
+                ]
+                == email
+            )
+        finally:
+            pool.close()
