@@ -29,8 +29,12 @@ class Budget:
 
 
 BUDGETS = {
-    'password': Budget(10, 15 * 60, 'password_check_failed', 'password_guesses_exhausted'),
-    'second_factor': Budget(10, 60 * 60, 'second_factor_check_failed', 'second_factor_guesses_exhausted'),
+    'password': Budget(
+        10, 15 * 60, 'password_check_failed', 'password_guesses_exhausted'
+    ),
+    'second_factor': Budget(
+        10, 60 * 60, 'second_factor_check_failed', 'second_factor_guesses_exhausted'
+    ),
 }
 
 
@@ -54,11 +58,13 @@ def over_budget(kind, row):
     return row['hits']
 
 
-def settle(conn, queries, config, kind, user_id, count, passed, facts=None, signed_in=True):
+def settle(
+    conn, queries, config, kind, user_id, count, passed, facts=None, signed_in=True
+):
     """After a check counted by ``take``: give the count back unless it failed.
 
     ``passed`` None: the check was never made (a 422 before it), which costs nothing.
-    A wrong check on a signed-in route is an audit event (SPEC 14; sign-in writes its own
+    A wrong check on a signed-in route is an audit event (SPEC 14; sign-in writes its
     sign_in_failed rows, ``signed_in=False``). The check that spends the budget is
     announced to the user: an audit event and a security e-mail, once per window.
     """
@@ -69,14 +75,31 @@ def settle(conn, queries, config, kind, user_id, count, passed, facts=None, sign
     if signed_in:
         audit.record(conn, queries, budget.wrong_event, subject_id=user_id, facts=facts)
     if count == budget.limit:
-        audit.record(conn, queries, budget.exhausted, subject_id=user_id, actor_id=user_id, facts=facts)
-        contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
-        security_mail.send(conn, queries, config, budget.exhausted, user_id=user_id,
-                           to_address=contact['email'], name=contact['name'], facts=facts)
+        audit.record(
+            conn,
+            queries,
+            budget.exhausted,
+            subject_id=user_id,
+            actor_id=user_id,
+            facts=facts,
+        )
+        contact = conn.execute(
+            queries['users.contact'], {'user_id': user_id}
+        ).fetchone()
+        security_mail.send(
+            conn,
+            queries,
+            config,
+            budget.exhausted,
+            user_id=user_id,
+            to_address=contact['email'],
+            name=contact['name'],
+            facts=facts,
+        )
 
 
 class Checks:
-    """What the checks of one request found: ``note(kind, passed)`` for each one made."""
+    """What the checks of one request found: ``note(kind, passed)`` for each made."""
 
     def __init__(self):
         self.outcomes = {}
@@ -111,4 +134,13 @@ def guard(conn, queries, config, user_id, kinds, facts=None):
         yield checks
     finally:
         for kind, count in taken.items():
-            settle(conn, queries, config, kind, user_id, count, checks.outcomes.get(kind), facts)
+            settle(
+                conn,
+                queries,
+                config,
+                kind,
+                user_id,
+                count,
+                checks.outcomes.get(kind),
+                facts,
+            )

@@ -1,5 +1,5 @@
-"""An idle-expired session stays expired (SPEC 3.4): its expiry is recorded when it is seen,
-so raising or removing SESSION_IDLE_TIMEOUT_MINUTES later brings nothing back."""
+"""An idle-expired session stays expired (SPEC 3.4): its expiry is recorded when it is
+seen, so raising or removing SESSION_IDLE_TIMEOUT_MINUTES later brings nothing back."""
 
 import pytest
 
@@ -7,8 +7,9 @@ from tests.test_profile_sessions import idle
 
 
 @pytest.mark.parametrize('later', [{}, {'SESSION_IDLE_TIMEOUT_MINUTES': '120'}])
-def test_an_idle_expired_session_stays_expired_when_the_timeout_is_raised_or_removed(make_testapp, make_user,
-                                                                                     conn, later):
+def test_an_idle_expired_session_stays_expired_when_the_timeout_is_raised_or_removed(
+    make_testapp, make_user, conn, later
+):
     strict = make_testapp(SESSION_IDLE_TIMEOUT_MINUTES='30')
     user = make_user()
     idle(conn, user.headers, 31)
@@ -17,13 +18,17 @@ def test_an_idle_expired_session_stays_expired_when_the_timeout_is_raised_or_rem
     relaxed.get('/api/v1/profile', headers=user.headers, status=401)
     relaxed.get('/auth/validate_token', headers=user.headers, status=401)
     # Recorded on the row: the session is gone from every list, as an expired one is.
-    row = conn.execute('SELECT expires_at <= now() AS expired FROM user_tokens WHERE client = %s',
-                       (user.client,)).fetchone()
+    row = conn.execute(
+        'SELECT expires_at <= now() AS expired FROM user_tokens WHERE client = %s',
+        (user.client,),
+    ).fetchone()
     assert row is None or row['expired']
 
 
-def test_a_session_never_seen_idle_is_not_expired_by_a_stricter_past(make_testapp, make_user, conn):
+def test_a_session_never_seen_idle_is_not_expired_by_a_stricter_past(
+    make_testapp, make_user, conn
+):
     user = make_user()
     idle(conn, user.headers, 31)
-    # No request came while the 30-minute timeout was on: with it removed the session lives.
+    # No request came while the 30-minute timeout was on: without it the session lives.
     make_testapp().get('/api/v1/profile', headers=user.headers, status=200)
