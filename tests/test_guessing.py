@@ -138,6 +138,23 @@ def test_an_unknown_address_is_refused_as_a_known_one_is(testapp, make_user):
     assert known.json == nobody.json
 
 
+def code_checks_signed_in(testapp, user, factor, status, otp=None):
+    """New backup codes (with ``otp``, else the factor's code), then disabling MFA."""
+    code = otp or factor['otp_code']
+    testapp.post_json(
+        '/api/v1/profile/mfa/backup_codes',
+        {'otp_code': code},
+        headers=user.headers,
+        status=status,
+    )
+    testapp.delete_json(
+        '/api/v1/profile/mfa',
+        {'password': user.password, **factor},
+        headers=user.headers,
+        status=status,
+    )
+
+
 def test_ten_wrong_codes_anywhere_then_every_code_check_is_refused(
     testapp, make_user, conn
 ):
@@ -148,18 +165,7 @@ def test_ten_wrong_codes_anywhere_then_every_code_check_is_refused(
         mfa_token = challenge(testapp, user)
         for _ in range(3):
             second_step(testapp, mfa_token, status=400, otp_code=wrong_code(app))
-    testapp.post_json(
-        '/api/v1/profile/mfa/backup_codes',
-        {'otp_code': wrong_code(app)},
-        headers=user.headers,
-        status=422,
-    )
-    testapp.delete_json(
-        '/api/v1/profile/mfa',
-        {'password': user.password, 'otp_code': wrong_code(app)},
-        headers=user.headers,
-        status=422,
-    )
+    code_checks_signed_in(testapp, user, {'otp_code': wrong_code(app)}, status=422)
     second_step(
         testapp,
         challenge(testapp, user),
@@ -172,17 +178,8 @@ def test_ten_wrong_codes_anywhere_then_every_code_check_is_refused(
     answer = second_step(testapp, mfa_token, status=429, otp_code=app.code(0))
     assert 1 <= int(answer.headers['Retry-After']) <= 60 * 60
     second_step(testapp, mfa_token, status=429, backup_code=codes[0])
-    testapp.post_json(
-        '/api/v1/profile/mfa/backup_codes',
-        {'otp_code': app.code(0)},
-        headers=user.headers,
-        status=429,
-    )
-    testapp.delete_json(
-        '/api/v1/profile/mfa',
-        {'password': user.password, 'backup_code': codes[0]},
-        headers=user.headers,
-        status=429,
+    code_checks_signed_in(
+        testapp, user, {'backup_code': codes[0]}, status=429, otp=app.code(0)
     )
     assert (
         subjects_to(conn, user.email)[-1]
