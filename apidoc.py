@@ -58,6 +58,8 @@ RESPONSES = {
     'reauthentication_required': ('An e-mail change needs the current password in the body, or a session '
                                   'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
                                   _ERRORS + 'reauthentication_required', ()),
+    'cross_site_form': ('A form body (urlencoded or multipart) whose Origin is neither FRONTEND_URL nor one of '
+                        'CORS_ALLOWED_ORIGINS (SPEC 3.4).', _ERRORS + 'cross_site_form', ()),
     'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
                       'address.', _ERRORS + 'invalid_login', ()),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
@@ -223,8 +225,8 @@ def _statuses(resource, method, level):
     if getattr(resource, 'query', {}).get(method):
         add(422, 'unprocessable')
     if getattr(resource, 'schemas', {}).get(method):
-        for status, name in ((400, 'bad_request'), (413, 'too_large'), (415, 'unsupported_media_type'),
-                             (422, 'unprocessable')):
+        for status, name in ((400, 'bad_request'), (403, 'cross_site_form'), (413, 'too_large'),
+                             (415, 'unsupported_media_type'), (422, 'unprocessable')):
             add(status, name)
     if getattr(resource, 'rate_limits', {}).get(method):
         add(429, 'rate_limited')
@@ -583,6 +585,7 @@ EXAMPLES = {
     'not_authorized': {'error': 'You are not authorized to do this action'},
     'needs_session': {'error': 'This action needs a signed-in session'},
     'reauthentication_required': {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'},
+    'cross_site_form': {'error': 'Cross-site form refused'},
     'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
     'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},

@@ -18,6 +18,7 @@ from middleware.auth import RequireAccess
 from middleware.auth import RequireSessionFields
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
+from middleware.cross_site import RefuseCrossSiteForms
 from middleware.drain import DrainRequestBody
 from middleware.headers import SecurityHeaders
 from middleware.rate_limit import RateLimit
@@ -147,6 +148,8 @@ def create_app(config=None, pool=None):
         SecurityHeaders(),
         RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
         RequestId(config.forwarded_allow_ips),
+        # Before anything reads the request on its behalf (SPEC 3.4).
+        RefuseCrossSiteForms(config.frontend_url, config.cors_allowed_origins),
         TokenAuth(pool, queries, config),
         GatherRequestFacts(),
         RequireAccess(pool, queries),

@@ -66,6 +66,18 @@ class Caller:
         self.session_id = row['token_id'] if token is not None else None
 
 
+def _forwarded_header(req, name):
+    """``api_access_token`` or ``mfa_token``, when the peer is one of FORWARDED_ALLOW_IPS.
+
+    NOTE: gunicorn passes the underscore spelling only from those peers (gunicorn.conf.py,
+    docs/security.md), but the hyphenated one (``Api-Access-Token``) is an ordinary header
+    that reaches the WSGI environ under the same name from anyone. The documented rule is
+    that a client talking to gunicorn directly from elsewhere cannot use these headers, so
+    both spellings are held to it here; through nginx (a trusted peer) both still work.
+    """
+    return req.get_header(name) if req.context.get('from_trusted_proxy') else None
+
+
 def access_level(resource, method):
     if method == 'OPTIONS':
         return 'public'
@@ -98,7 +110,7 @@ class TokenAuth:
         if level in (None, 'public'):
             return
         token, client, uid = req.get_header('access-token'), req.get_header('client'), req.get_header('uid')
-        api_token = req.get_header('api_access_token')
+        api_token = _forwarded_header(req, 'api_access_token')
         params = {'avatar_url_prefix': self._config.avatar_url_prefix,
                   'with_doc': req.method in getattr(resource, 'caller_document', ())}
         if token and client and uid:
@@ -107,7 +119,7 @@ class TokenAuth:
             with self._pool.connection() as conn:
                 row = conn.execute(self._by_access_token_sql, {**params, 'access_token': api_token}).fetchone()
             req.context.caller = Caller(row) if row else None
-        elif level == 'enrolment' and (setup_token := req.get_header('mfa_token')):
+        elif level == 'enrolment' and (setup_token := _forwarded_header(req, 'mfa_token')):
             with self._pool.connection() as conn:
                 row = conn.execute(self._by_setup_token_sql, {'digest': tokens.digest(setup_token)}).fetchone()
             req.context.caller = Caller(row, setup=True) if row else None

@@ -42,6 +42,7 @@ class RequestId:
 
     def process_request(self, req, resp):
         trusted = is_trusted(req.remote_addr, self._trusted)
+        req.context.from_trusted_proxy = trusted
         request_id = req.get_header('X-Request-Id') if trusted else None
         if not request_id or not _REQUEST_ID.match(request_id):
             request_id = uuid.uuid4().hex

@@ -136,14 +136,21 @@ class Password:
 def _resend(pool, queries, config, user_id=None, email=None):
     """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7).
 
-    A link to a pending address counts as an e-mail change (SPEC 3.3: at most 5 a day).
-    Without a user to mail, the same statements run (mail.request_confirmation).
+    A signed-in user's link to a pending address counts as an e-mail change (SPEC 3.3: at
+    most 5 a day), taken or not, so the 429 of the next change tells nothing. An anonymous
+    resend (``email``) never spends that quota: anyone could use it up, and tell a taken
+    pending address from a free one by it; mail to one address is bounded per address
+    instead (mail.sql, SPEC 3.4). Without a user to mail, the same statements run
+    (mail.request_confirmation).
     """
     with pool.connection() as conn:
         with conn.transaction():
             row = conn.execute(queries['confirmations.address_to_confirm'],
                                {'user_id': user_id, 'email': email}).fetchone()
-            if row is not None and row['new_address'] and profiles.email_changes_exhausted(conn, queries, row['id']):
+            if (row is not None and row['new_address'] and user_id is not None
+                    and profiles.email_changes_exhausted(conn, queries, row['id'])):
+                row = None
+            if row is not None and row['taken']:
                 row = None
             # The signed-in resend has no address to hide: nothing to confirm, nothing to do.
             if row is not None or email is not None:

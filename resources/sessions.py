@@ -11,6 +11,7 @@ from resources import send_json_text
 from resources import send_signed_in
 from services import addresses
 from services import audit
+from services import guessing
 from services import mfa
 from services import passwords
 from services import sessions
@@ -55,11 +56,24 @@ class SignIn:
         if addresses.is_valid(email):
             email = addresses.normalise(email)
             with self._pool.connection() as conn:
-                user = conn.execute(self._queries['users.for_sign_in'], {'email': email}).fetchone()
+                # The check is counted against the user's guessing budget (SPEC 3.4) in the
+                # lookup itself; an unknown address against a budget of its own, alike.
+                row = conn.execute(self._queries['guessing.sign_in'],
+                                   {'email': email, 'period': guessing.BUDGETS['password'].period}).fetchone()
+            user = row if row['id'] is not None else None
+            try:
+                count = guessing.over_budget('password', row)
+            except errors.TooManyRequests:
+                self.on_rate_limited(req, email)
+                raise
         # An unknown address (or a user without a password, after an e-mail revert) costs
         # one bcrypt check too, so timing does not reveal it.
         hashed = (user and user['encrypted_password']) or passwords.dummy_hash(self._config.bcrypt_rounds)
         matches = passwords.check_password(password, hashed)
+        if user is not None:
+            with self._pool.connection() as conn:
+                guessing.settle(conn, self._queries, self._config, 'password', user['id'], count,
+                                bool(matches and user['encrypted_password']), req.context.facts, signed_in=False)
         if user is None or user['encrypted_password'] is None or not matches:
             self._failed(req, email if isinstance(email, str) else '', 'password')
         if user['confirmed_at'] is None:

@@ -12,10 +12,13 @@ from services import addresses
 CONFIRMATION_LIFESPAN = datetime.timedelta(days=3)
 RESET_LIFESPAN = datetime.timedelta(hours=6)
 REVERT_LIFESPAN = datetime.timedelta(days=7)
+# Confirmation, reset and resend mails to one address, whoever asks for them (SPEC 3.4).
+MAILS_PER_ADDRESS_PER_HOUR = 5
 NAME_LIMIT = 100
 # Where mail clients start a link of their own: after a scheme's colon, between the labels
-# of a host name, around the @ of an address, between the segments of a path.
-_LINK_BREAKS = re.compile(r'([.:@/])')
+# of a host name, around the @ of an address, between the segments of a path. Not before
+# a digit or a space ("Firefox 120.0", "Bcc: x"): no host name or path starts there.
+_LINK_BREAKS = re.compile(r'([.:@/])(?=[^\s0-9])')
 # U+2060 WORD JOINER would be invisible too, but auto-linkers that look through it exist;
 # a zero-width space ends the token they match on, and it is not rendered.
 _ZERO_WIDTH_SPACE = '&#8203;'
@@ -45,11 +48,31 @@ def _link(config, path, **query):
     return f'{config.frontend_url}{path}?{urllib.parse.urlencode(query)}'
 
 
+class FromRequest(tuple):
+    """A line of a message that ends in text from a request: (label, text).
+
+    The text is cleaned as names are, and inert in HTML (SPEC 3.4): a User-Agent is
+    whatever the client chose to send.
+    """
+
+    def __new__(cls, label, text):
+        return super().__new__(cls, (label, clean_name(text)))
+
+    def __str__(self):
+        return ''.join(self)
+
+
+def _line_html(line):
+    if isinstance(line, FromRequest):
+        return html.escape(line[0]) + _inert_html(line[1])
+    return html.escape(line)
+
+
 def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
     """Plain text and HTML. ``name`` (user-supplied) is cleaned here, in one place."""
     name = clean_name(name) or to_address
-    text = '\n\n'.join([f'Hi {name},', *lines] + ([f'{link_text}: {link}'] if link else []))
-    paragraphs = f'<p>Hi {_inert_html(name)},</p>' + ''.join(f'<p>{html.escape(line)}</p>' for line in lines)
+    text = '\n\n'.join([f'Hi {name},', *map(str, lines)] + ([f'{link_text}: {link}'] if link else []))
+    paragraphs = f'<p>Hi {_inert_html(name)},</p>' + ''.join(f'<p>{_line_html(line)}</p>' for line in lines)
     if link:
         paragraphs += f'<p><a href="{html.escape(link, quote=True)}">{html.escape(link_text)}</a></p>'
     html_body = f'<!doctype html><html><body>{paragraphs}</body></html>'
@@ -110,10 +133,11 @@ def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
 
 
 def send_confirmation(conn, queries, config, user_id, name, to_address, new_address=False, revert_until=None):
-    """Issue a confirmation token for ``to_address`` and queue its e-mail."""
-    token = _issue(conn, queries, user_id, 'confirmation', to_address, CONFIRMATION_LIFESPAN)
-    conn.execute(queries['mail.enqueue'],
-                 confirmation_message(config, name, to_address, token, new_address, revert_until))
+    """Issue a confirmation token for ``to_address`` and queue its e-mail (bounded per
+    address, as every link mail is: _enqueue_or_suppress)."""
+    token = tokens.new_token()
+    _enqueue_or_suppress(conn, queries, 'confirmation', CONFIRMATION_LIFESPAN, user_id, token,
+                         confirmation_message(config, name, to_address, token, new_address, revert_until))
 
 
 def send_reset_password(conn, queries, config, user_id, name, to_address):
@@ -154,10 +178,11 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
     """The same statement whether or not there is a user to mail.
 
     Without one the outbox row is written as 'suppressed' (never sent, no bodies, no token
-    stored): the same work, so the answer's timing does not tell who is registered.
+    stored): the same work, so the answer's timing does not tell who is registered. So it
+    is past MAILS_PER_ADDRESS_PER_HOUR links to the address, whoever asked (SPEC 3.4).
     """
     conn.execute(queries['mail.enqueue_with_token'], {
-        **message, 'purpose': purpose, 'user_id': user_id,
+        **message, 'purpose': purpose, 'user_id': user_id, 'per_hour': MAILS_PER_ADDRESS_PER_HOUR,
         'token_digest': tokens.digest(token), 'lifespan': lifespan,
     })
 
@@ -167,7 +192,7 @@ def fact_lines(facts):
     when = facts['when'].astimezone(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')
     return [f'Time: {when}',
             f'IP address: {facts.get("ip_address") or "unknown"}',
-            f'Device: {clean_name(facts.get("device")) or "an unknown device"}']
+            FromRequest('Device: ', clean_name(facts.get('device')) or 'an unknown device')]
 
 
 def security_notice(config, kind, to_address, name, subject, what, facts, advice=None, lines=(), link=None):

@@ -25,6 +25,7 @@ import errors
 import tokens
 from services import audit
 from services import credentials
+from services import guessing
 from services import mail
 from services import passwords
 from services import security_mail
@@ -239,15 +240,19 @@ def status(conn, queries, config, user_id):
     return {'feature_available': available(config), **row}
 
 
-def start_enrolment(conn, queries, config, user_id, password=None):
+def start_enrolment(conn, queries, config, user_id, password=None, checks=guessing.NO_CHECKS):
     """A new pending secret; the provisioning URL and secret.
 
     ``password`` is checked when sent, and need not be (SPEC 12: the reference dashboard
     sends none). The "this was not me" link of the MFA-enabled e-mail is what undoes an
-    enrolment made with someone else's session.
+    enrolment made with someone else's session. ``checks``: where the password check is
+    reported (services/guessing.py), as for the other functions that check a password or
+    a code.
     """
     user = _lock_user(conn, queries, user_id)
-    if password is not None and not passwords.check_password(password, user['encrypted_password']):
+    if password is not None and not (
+            isinstance(password, str)
+            and checks.note('password', passwords.check_password(password, user['encrypted_password']))):
         raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
@@ -259,7 +264,7 @@ def start_enrolment(conn, queries, config, user_id, password=None):
     return {'provisioning_url': url, 'secret': secret}
 
 
-def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
+def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None, checks=guessing.NO_CHECKS):
     """Turn MFA on with the pending secret: a credential change (SPEC 3.3), whose e-mail
     carries the link that undoes this enablement (SPEC 12)."""
     user = _lock_user(conn, queries, user_id)
@@ -267,7 +272,7 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
         raise errors.Unprocessable(message=ALREADY_ENABLED)
     if not user['confirmed']:
         raise errors.Unprocessable(message=UNCONFIRMED)
-    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+    if checks.note('second_factor', second_factor(conn, queries, config, user, otp_code=otp_code)) is None:
         raise errors.Unprocessable(message=INVALID_CODE)
     conn.execute(queries['mfa.enable'], {'user_id': user_id})
     token = tokens.new_token()
@@ -279,18 +284,20 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
     return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None, facts=None):
+def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None, facts=None,
+                              checks=guessing.NO_CHECKS):
     """New recovery codes behind a TOTP code (not a credential change: nothing is revoked)."""
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
-    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+    if checks.note('second_factor', second_factor(conn, queries, config, user, otp_code=otp_code)) is None:
         raise errors.Unprocessable(message=INVALID_CODE)
     _announce(conn, queries, config, 'mfa_backup_codes_regenerated', user, facts)
     return {'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client, facts=None):
+def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client, facts=None,
+            checks=guessing.NO_CHECKS):
     """Turn MFA off behind the password and a second factor: a credential change.
 
     Returns the factor used ('otp' or 'recovery_code').
@@ -298,8 +305,11 @@ def disable(conn, queries, config, user_id, password, otp_code, backup_code, kee
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
-    password_ok = isinstance(password, str) and passwords.check_password(password, user['encrypted_password'])
-    factor = second_factor(conn, queries, config, user, otp_code, backup_code) if password_ok else None
+    password_ok = checks.note('password', isinstance(password, str)
+                              and passwords.check_password(password, user['encrypted_password']))
+    factor = None
+    if password_ok:
+        factor = checks.note('second_factor', second_factor(conn, queries, config, user, otp_code, backup_code))
     if factor is None:
         raise errors.Unprocessable(message=INVALID_DISABLE)
     conn.execute(queries['mfa.disable'], {'user_id': user_id})
@@ -373,7 +383,12 @@ def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, fa
                              {'token_digest': digest, 'max_wrong': MAX_WRONG_CODES}).fetchone()
     if challenge is None:
         return None, None
+    # The user's second-factor budget (SPEC 3.4), in this transaction, which commits
+    # whether the code was right or wrong; past the budget the 429 rolls it back.
+    count = guessing.take(conn, queries, 'second_factor', user['id'])
     factor = second_factor(conn, queries, config, user, otp_code, backup_code)
+    guessing.settle(conn, queries, config, 'second_factor', user['id'], count, factor is not None, facts,
+                    signed_in=False)
     if factor is None:
         conn.execute(queries['mfa.count_wrong_code'], {'id': challenge['id']})
         return user, None

@@ -7,6 +7,7 @@ from psycopg.types.json import Jsonb
 import errors
 from services import audit
 from services import avatars
+from services import guessing
 from services import mail
 from services import passwords
 from services import security_mail
@@ -37,13 +38,16 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
     image = avatars.prepare(upload) if upload else None
     email = _normalised_email(profile)
     stored = None
+    # The current password, checked for a password change, spends the user's guessing
+    # budget (SPEC 3.4); counted outside the transaction, which a wrong one rolls back.
+    kinds = ('password',) if _changes_password(profile) else ()
     try:
-        with conn.transaction():
+        with guessing.guard(conn, queries, config, user_id, kinds, facts) as checks, conn.transaction():
             user = conn.execute(queries['profile.lock_user'], {'user_id': user_id, 'email': email}).fetchone()
             new_email = email if email is not None and email not in (user['email'], user['unconfirmed_email']) else None
             if keep_client is None and (new_email or _changes_password(profile)):
                 raise errors.NeedsSession()
-            _check(config, validator, doc, profile, user)
+            _check(config, validator, doc, profile, user, checks)
             if new_email:
                 _check_recent_authentication(conn, queries, config, profile, user, facts)
                 _count_email_change(conn, queries, user_id)
@@ -166,11 +170,12 @@ def _normalised_email(profile):
     return email.strip().lower() if isinstance(email, str) else None
 
 
-def _check(config, validator, doc, profile, user):
+def _check(config, validator, doc, profile, user, checks):
     """Raise the 422: the current password first, then every field rule at once."""
     if _changes_password(profile):
         current = profile.get('current_password')
-        if not (isinstance(current, str) and passwords.check_password(current, user['encrypted_password'])):
+        if not checks.note('password', isinstance(current, str)
+                           and passwords.check_password(current, user['encrypted_password'])):
             raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     problems = dict(validator.errors(doc))
     confirmation = profile.get('password_confirmation')

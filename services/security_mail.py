@@ -31,6 +31,13 @@ KINDS = {
     'mfa_backup_codes_regenerated': ('New recovery codes were made',
                                      'New recovery codes were made for your Frontdesk account; the old ones '
                                      'no longer work.'),
+    'password_guesses_exhausted': ('Someone is guessing your password',
+                                   'Ten wrong passwords were tried for your Frontdesk account; password checks '
+                                   'are refused for the next 15 minutes.'),
+    'second_factor_guesses_exhausted': ('Someone is guessing your verification codes',
+                                        'Ten wrong verification or recovery codes were tried for your Frontdesk '
+                                        'account; code checks are refused for the rest of the hour. Whoever '
+                                        'tried them knows your password.'),
 }
 
 

@@ -612,7 +612,8 @@ def test_each_mfa_event_is_audited_and_mailed(testapp, make_user, conn):
 def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp, conn):
     before = conn.execute("SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
                           " AND details->>'reason' = 'mfa'").fetchone()['n']
-    second_step(testapp, 'no such token', status=401, otp_code='123456')
+    # From an address of its own: such failures write one row per address and hour (SPEC 14).
+    second_step(testapp, 'no such token', status=401, otp_code='123456', headers={'X-Real-IP': fresh_ip()})
     after = conn.execute("SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
                          " AND details->>'reason' = 'mfa'").fetchone()['n']
     assert after == before + 1
