@@ -52,4 +52,6 @@ class RequestId:
         req.context.client_ip = real_ip if _is_address(real_ip) else req.remote_addr
 
     def process_response(self, req, resp, resource, req_succeeded):
-        resp.set_header('X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex)
+        resp.set_header(
+            'X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex
+        )

@@ -38,7 +38,9 @@ class MFA:
 
     def on_get(self, req, resp):
         with self._pool.connection() as conn:
-            resp.media = mfa.status(conn, self._queries, self._config, req.context.caller.id)
+            resp.media = mfa.status(
+                conn, self._queries, self._config, req.context.caller.id
+            )
 
     def on_post(self, req, resp):
         mfa.require_available(self._config)
@@ -46,22 +48,45 @@ class MFA:
         # The password, when sent, spends the caller's guessing budget (SPEC 3.4).
         kinds = ('password',) if isinstance(password, str) else ()
         with self._pool.connection() as conn:
-            with guessing.guard(conn, self._queries, self._config, caller.id, kinds, req.context.facts) as checks:
+            with guessing.guard(
+                conn, self._queries, self._config, caller.id, kinds, req.context.facts
+            ) as checks:
                 with conn.transaction():
-                    resp.media = mfa.start_enrolment(conn, self._queries, self._config, caller.id, password,
-                                                     checks=checks)
+                    resp.media = mfa.start_enrolment(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        password,
+                        checks=checks,
+                    )
         resp.cache_control = NO_STORE
 
     def on_delete(self, req, resp):
         mfa.require_available(self._config)
         doc, caller = req.context.doc, req.context.caller
         with self._pool.connection() as conn:
-            with guessing.guard(conn, self._queries, self._config, caller.id, ('password', 'second_factor'),
-                                req.context.facts) as checks:
+            with guessing.guard(
+                conn,
+                self._queries,
+                self._config,
+                caller.id,
+                ('password', 'second_factor'),
+                req.context.facts,
+            ) as checks:
                 with conn.transaction():
-                    mfa.disable(conn, self._queries, self._config, caller.id, doc.get('password'),
-                                doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller),
-                                facts=req.context.facts, checks=checks)
+                    mfa.disable(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        doc.get('password'),
+                        doc.get('otp_code'),
+                        doc.get('backup_code'),
+                        _keep_client(caller),
+                        facts=req.context.facts,
+                        checks=checks,
+                    )
         resp.media = {'enabled': False}
 
 
@@ -75,7 +100,11 @@ class MFACodeAction:
     # action: (request schema, response name, the service function)
     ACTIONS = {
         'verify': ('mfa_verify', 'mfa_enabled', mfa.enable),
-        'backup_codes': ('mfa_backup_codes', 'mfa_backup_codes', mfa.regenerate_recovery_codes),
+        'backup_codes': (
+            'mfa_backup_codes',
+            'mfa_backup_codes',
+            mfa.regenerate_recovery_codes,
+        ),
     }
 
     def __init__(self, pool, queries, config, action):
@@ -90,10 +119,23 @@ class MFACodeAction:
         mfa.require_available(self._config)
         caller = req.context.caller
         with self._pool.connection() as conn:
-            with guessing.guard(conn, self._queries, self._config, caller.id, ('second_factor',),
-                                req.context.facts) as checks:
+            with guessing.guard(
+                conn,
+                self._queries,
+                self._config,
+                caller.id,
+                ('second_factor',),
+                req.context.facts,
+            ) as checks:
                 with conn.transaction():
-                    resp.media = self._action(conn, self._queries, self._config, caller.id,
-                                              req.context.doc.get('otp_code'), _keep_client(caller),
-                                              facts=req.context.facts, checks=checks)
+                    resp.media = self._action(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        req.context.doc.get('otp_code'),
+                        _keep_client(caller),
+                        facts=req.context.facts,
+                        checks=checks,
+                    )
         resp.cache_control = NO_STORE
