@@ -24,93 +24,256 @@ _MFA = 'response_mfa.json#/$defs/'
 # name: (description, body schema, headers besides X-Request-Id)
 RESPONSES = {
     'health': ('The process runs.', _BODIES + 'health', ()),
-    'ready': ('The database answers and every migration is applied.', _BODIES + 'ready', ()),
-    'not_ready': ('The database does not answer, or migrations are pending.', _BODIES + 'not_ready',
-                  ('Retry-After',)),
+    'ready': (
+        'The database answers and every migration is applied.',
+        _BODIES + 'ready',
+        (),
+    ),
+    'not_ready': (
+        'The database does not answer, or migrations are pending.',
+        _BODIES + 'not_ready',
+        ('Retry-After',),
+    ),
     'openapi': ('This document.', _BODIES + 'openapi', ()),
-    'api_info': ('The version, and whether the database answers (200 either way).', _BODIES + 'api_info', ()),
+    'api_info': (
+        'The version, and whether the database answers (200 either way).',
+        _BODIES + 'api_info',
+        (),
+    ),
     'user': ('The user (SPEC 5.1).', 'response_user.json', ()),
     'account': ('The account (SPEC 5.2).', 'response_account.json', ()),
-    'cache_keys': ("The account's cache keys.", _BODIES + 'cache_keys', ('Cache-Control',)),
+    'cache_keys': (
+        "The account's cache keys.",
+        _BODIES + 'cache_keys',
+        ('Cache-Control',),
+    ),
     'empty': ('Done.', _BODIES + 'empty', ()),
-    'signed_in': ('Signed in: the user, and the five headers of a new token (of the caller, when '
-                  'already signed in).', _BODIES + 'signed_in', TOKEN_HEADERS),
-    'signed_out': ('The token is revoked (and not echoed).', _BODIES + 'signed_out', ()),
+    'signed_in': (
+        'Signed in: the user, and the five headers of a new token (of the caller, when '
+        'already signed in).',
+        _BODIES + 'signed_in',
+        TOKEN_HEADERS,
+    ),
+    'signed_out': (
+        'The token is revoked (and not echoed).',
+        _BODIES + 'signed_out',
+        (),
+    ),
     'token_valid': ('The credentials are valid.', _BODIES + 'token_valid', ()),
-    'password_policy': ('The password rules (SPEC 15).', _BODIES + 'password_policy', ()),
-    'reset_requested': ('A reset link is mailed if the address belongs to a user.', _BODIES + 'reset_requested', ()),
-    'sessions': ("The caller's sessions, most recently active first.", _BODIES + 'sessions', ()),
+    'password_policy': (
+        'The password rules (SPEC 15).',
+        _BODIES + 'password_policy',
+        (),
+    ),
+    'reset_requested': (
+        'A reset link is mailed if the address belongs to a user.',
+        _BODIES + 'reset_requested',
+        (),
+    ),
+    'sessions': (
+        "The caller's sessions, most recently active first.",
+        _BODIES + 'sessions',
+        (),
+    ),
     'revoked': ('Sessions ended.', _BODIES + 'revoked', ()),
-    'member_signed_out': ("The member's sessions ended (and when the member is the caller, the caller's: "
-                          'its token is then not echoed).', _BODIES + 'revoked', ()),
-    'sessions_limit_reached': ("At the session limit (a browser's sign-in): pick sessions to end and sign in "
-                               'again.', _BODIES + 'sessions_limit_reached', ()),
-    'cannot_revoke_current': ('The session of this request cannot be ended here (sign out instead).',
-                              _ERRORS + 'cannot_revoke_current', ()),
-    'audit_events': ('One page of audit events, newest first.', _BODIES + 'audit_events', ()),
-    'bad_request': ('The body is not valid JSON (NUL characters and lone surrogates included), or a '
-                    'multipart body cannot be parsed.', _ERRORS + 'message', ()),
-    'unauthenticated': ('No valid credentials: missing, malformed, unknown, expired or revoked alike.',
-                        _ERRORS + 'unauthenticated', ()),
-    'not_authorized': ('Signed in, but the role may not do this.', _ERRORS + 'not_authorized', ()),
-    'needs_session': ('A credential action (the access token, sessions, MFA, e-mail or password) needs '
-                      'the token headers of a sign-in; api_access_token is refused.', _ERRORS + 'needs_session', ()),
-    'reauthentication_required': ('An e-mail change needs the current password in the body, or a session '
-                                  'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
-                                  _ERRORS + 'reauthentication_required', ()),
-    'invalid_login': ('Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
-                      'address.', _ERRORS + 'invalid_login', ()),
+    'member_signed_out': (
+        "The member's sessions ended (and when the member is the caller, the caller's: "
+        'its token is then not echoed).',
+        _BODIES + 'revoked',
+        (),
+    ),
+    'sessions_limit_reached': (
+        "At the session limit (a browser's sign-in): pick sessions to end and sign in "
+        'again.',
+        _BODIES + 'sessions_limit_reached',
+        (),
+    ),
+    'cannot_revoke_current': (
+        'The session of this request cannot be ended here (sign out instead).',
+        _ERRORS + 'cannot_revoke_current',
+        (),
+    ),
+    'audit_events': (
+        'One page of audit events, newest first.',
+        _BODIES + 'audit_events',
+        (),
+    ),
+    'bad_request': (
+        'The body is not valid JSON (NUL characters and lone surrogates included), or a '
+        'multipart body cannot be parsed.',
+        _ERRORS + 'message',
+        (),
+    ),
+    'unauthenticated': (
+        'No valid credentials: missing, malformed, unknown, expired or revoked alike.',
+        _ERRORS + 'unauthenticated',
+        (),
+    ),
+    'not_authorized': (
+        'Signed in, but the role may not do this.',
+        _ERRORS + 'not_authorized',
+        (),
+    ),
+    'needs_session': (
+        'A credential action (the access token, sessions, MFA, e-mail or password) needs '
+        'the token headers of a sign-in; api_access_token is refused.',
+        _ERRORS + 'needs_session',
+        (),
+    ),
+    'reauthentication_required': (
+        'An e-mail change needs the current password in the body, or a session '
+        'that checked a password or second factor within REAUTH_WINDOW_MINUTES.',
+        _ERRORS + 'reauthentication_required',
+        (),
+    ),
+    'cross_site_form': (
+        'A form body (urlencoded or multipart) whose Origin is neither FRONTEND_URL nor one of '
+        'CORS_ALLOWED_ORIGINS (SPEC 3.4).',
+        _ERRORS + 'cross_site_form',
+        (),
+    ),
+    'invalid_login': (
+        'Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
+        'address.',
+        _ERRORS + 'invalid_login',
+        (),
+    ),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
-    'sign_up_refused': ('Sign-up refused for its parameters (SPEC 4.1).', _ERRORS + 'message', ()),
-    'not_found': ('Not found: an account the caller is not a member of, or sign-up disabled.',
-                  _ERRORS + 'not_found', ()),
-    'too_large': ('The body is over its limit: 1 MiB for JSON, AVATAR_MAX_BYTES + 64 KiB for multipart.',
-                  _ERRORS + 'too_large', ()),
-    'unsupported_media_type': ('The body is neither application/json nor application/x-www-form-urlencoded '
-                               '(nor multipart/form-data where that is accepted).', _ERRORS + 'message', ()),
+    'sign_up_refused': (
+        'Sign-up refused for its parameters (SPEC 4.1).',
+        _ERRORS + 'message',
+        (),
+    ),
+    'not_found': (
+        'Not found: an account the caller is not a member of, or sign-up disabled.',
+        _ERRORS + 'not_found',
+        (),
+    ),
+    'too_large': (
+        'The body is over its limit: 1 MiB for JSON, AVATAR_MAX_BYTES + 64 KiB for multipart.',
+        _ERRORS + 'too_large',
+        (),
+    ),
+    'unsupported_media_type': (
+        'The body is neither application/json nor application/x-www-form-urlencoded '
+        '(nor multipart/form-data where that is accepted).',
+        _ERRORS + 'message',
+        (),
+    ),
     'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
-    'rate_limited': ('Too many requests (SPEC 7), or a sixth e-mail change within 24 hours (SPEC 3.3).',
-                     _ERRORS + 'retry_later', ('Retry-After',)),
-    'internal_error': ('A bug; the traceback is in the log under request_id.', _ERRORS + 'internal_error', ()),
-    'unavailable': ('The database is unreachable.', _ERRORS + 'unavailable', ('Retry-After',)),
+    'rate_limited': (
+        'Too many requests (SPEC 7), or a sixth e-mail change within 24 hours (SPEC 3.3).',
+        _ERRORS + 'retry_later',
+        ('Retry-After',),
+    ),
+    'internal_error': (
+        'A bug; the traceback is in the log under request_id.',
+        _ERRORS + 'internal_error',
+        (),
+    ),
+    'unavailable': (
+        'The database is unreachable.',
+        _ERRORS + 'unavailable',
+        ('Retry-After',),
+    ),
     # Two-factor sign-in (SPEC 12).
     'mfa_status': ("The caller's two-factor sign-in.", _MFA + 'status', ()),
-    'mfa_provisioning': ('Enrolment started: the secret, shown once.', _MFA + 'provisioning', ()),
-    'mfa_enabled': ('MFA is on; every other session and the access token are revoked; the recovery codes, '
-                    'shown once.', _MFA + 'enabled', ()),
-    'mfa_backup_codes': ('New recovery codes, shown once; the old ones no longer work.',
-                         _MFA + 'new_backup_codes', ()),
-    'mfa_disabled': ('MFA is off; every other session and the access token are revoked.', _MFA + 'disabled', ()),
-    'mfa_challenge': ('Right, but a second factor (mfa_required) or an enrolment (mfa_setup_required) comes '
-                      'first: no token headers.', _MFA + 'challenge', ()),
-    'mfa_unavailable': ('The server has no SECRET_KEY.', _ERRORS + 'mfa_unavailable', ()),
-    'mfa_enrollment_required': ('An account of the caller requires two-factor sign-in, and it is off.',
-                                _ERRORS + 'mfa_enrollment_required', ()),
-    'invalid_mfa_token': ('The mfa_token is unknown, used, expired or has had 5 wrong codes.',
-                          _ERRORS + 'invalid_mfa_token', ()),
-    'invalid_code': ('Wrong code (counted against the mfa_token).', _ERRORS + 'invalid_code', ()),
-    'bad_gateway': ('From nginx (deploy/nginx.conf): gunicorn does not answer.', _ERRORS + 'unavailable',
-                    ('Retry-After',)),
-    'gateway_timeout': ('From nginx (deploy/nginx.conf): gunicorn answers too slowly.', _ERRORS + 'unavailable',
-                        ('Retry-After',)),
+    'mfa_provisioning': (
+        'Enrolment started: the secret, shown once.',
+        _MFA + 'provisioning',
+        (),
+    ),
+    'mfa_enabled': (
+        'MFA is on; every other session and the access token are revoked; the recovery codes, '
+        'shown once.',
+        _MFA + 'enabled',
+        (),
+    ),
+    'mfa_backup_codes': (
+        'New recovery codes, shown once; the old ones no longer work.',
+        _MFA + 'new_backup_codes',
+        (),
+    ),
+    'mfa_disabled': (
+        'MFA is off; every other session and the access token are revoked.',
+        _MFA + 'disabled',
+        (),
+    ),
+    'mfa_challenge': (
+        'Right, but a second factor (mfa_required) or an enrolment (mfa_setup_required) comes '
+        'first: no token headers.',
+        _MFA + 'challenge',
+        (),
+    ),
+    'mfa_unavailable': (
+        'The server has no SECRET_KEY.',
+        _ERRORS + 'mfa_unavailable',
+        (),
+    ),
+    'mfa_enrollment_required': (
+        'An account of the caller requires two-factor sign-in, and it is off.',
+        _ERRORS + 'mfa_enrollment_required',
+        (),
+    ),
+    'invalid_mfa_token': (
+        'The mfa_token is unknown, used, expired or has had 5 wrong codes.',
+        _ERRORS + 'invalid_mfa_token',
+        (),
+    ),
+    'invalid_code': (
+        'Wrong code (counted against the mfa_token).',
+        _ERRORS + 'invalid_code',
+        (),
+    ),
+    'bad_gateway': (
+        'From nginx (deploy/nginx.conf): gunicorn does not answer.',
+        _ERRORS + 'unavailable',
+        ('Retry-After',),
+    ),
+    'gateway_timeout': (
+        'From nginx (deploy/nginx.conf): gunicorn answers too slowly.',
+        _ERRORS + 'unavailable',
+        ('Retry-After',),
+    ),
 }
 
 # Successes after which the caller's token may be gone, so it is not echoed.
 _NOT_ECHOED = {'signed_out', 'member_signed_out'}
 
 # Answered by the service as a whole, unless a resource declares the status itself.
-_EVERYWHERE = {500: 'internal_error', 502: 'bad_gateway', 503: 'unavailable', 504: 'gateway_timeout'}
+_EVERYWHERE = {
+    500: 'internal_error',
+    502: 'bad_gateway',
+    503: 'unavailable',
+    504: 'gateway_timeout',
+}
 
 HEADERS = {
-    'X-Request-Id': ('The request id (nginx\'s, else a new one); the log lines of the request carry it.',
-                     {'type': 'string', 'pattern': '^[A-Za-z0-9._:-]{1,128}$'}),
-    'Retry-After': ('Seconds to wait before trying again.', {'type': 'string', 'pattern': '^[0-9]+$'}),
-    'Cache-Control': ('Clients and proxies may keep the keys briefly.',
-                      {'type': 'string', 'const': 'max-age=10, private, stale-while-revalidate=300'}),
-    'access-token': ('The token; send it back as the access-token header.', {'type': 'string', 'minLength': 1}),
+    'X-Request-Id': (
+        "The request id (nginx's, else a new one); the log lines of the request carry it.",
+        {'type': 'string', 'pattern': '^[A-Za-z0-9._:-]{1,128}$'},
+    ),
+    'Retry-After': (
+        'Seconds to wait before trying again.',
+        {'type': 'string', 'pattern': '^[0-9]+$'},
+    ),
+    'Cache-Control': (
+        'Clients and proxies may keep the keys briefly.',
+        {'type': 'string', 'const': 'max-age=10, private, stale-while-revalidate=300'},
+    ),
+    'access-token': (
+        'The token; send it back as the access-token header.',
+        {'type': 'string', 'minLength': 1},
+    ),
     'token-type': ('Always Bearer.', {'type': 'string', 'const': 'Bearer'}),
-    'client': ('The client (device) id of the token.', {'type': 'string', 'minLength': 1}),
-    'expiry': ('When the token expires, in epoch seconds.', {'type': 'string', 'pattern': '^[0-9]+$'}),
+    'client': (
+        'The client (device) id of the token.',
+        {'type': 'string', 'minLength': 1},
+    ),
+    'expiry': (
+        'When the token expires, in epoch seconds.',
+        {'type': 'string', 'pattern': '^[0-9]+$'},
+    ),
     'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
 }
 
@@ -118,15 +281,32 @@ _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
 _SIGNED_IN = [*_SESSION, {'apiAccessToken': []}]
 _ENROLMENT = [*_SESSION, {'mfaToken': []}]
 SECURITY_SCHEMES = {
-    'accessToken': {'type': 'apiKey', 'in': 'header', 'name': 'access-token',
-                    'description': 'Sent with client and uid: the three headers of a sign-in.'},
+    'accessToken': {
+        'type': 'apiKey',
+        'in': 'header',
+        'name': 'access-token',
+        'description': 'Sent with client and uid: the three headers of a sign-in.',
+    },
     'client': {'type': 'apiKey', 'in': 'header', 'name': 'client'},
-    'uid': {'type': 'apiKey', 'in': 'header', 'name': 'uid', 'description': "The user's current e-mail."},
-    'apiAccessToken': {'type': 'apiKey', 'in': 'header', 'name': 'api_access_token',
-                       'description': "The profile's access_token; its successes echo no token headers."},
-    'mfaToken': {'type': 'apiKey', 'in': 'header', 'name': 'mfa_token',
-                 'description': 'The mfa_token of a 206 mfa_setup_required sign-in: reaches only the '
-                                '/api/v1/profile/mfa endpoints, until MFA is on.'},
+    'uid': {
+        'type': 'apiKey',
+        'in': 'header',
+        'name': 'uid',
+        'description': "The user's current e-mail.",
+    },
+    'apiAccessToken': {
+        'type': 'apiKey',
+        'in': 'header',
+        'name': 'api_access_token',
+        'description': "The profile's access_token; its successes echo no token headers.",
+    },
+    'mfaToken': {
+        'type': 'apiKey',
+        'in': 'header',
+        'name': 'mfa_token',
+        'description': 'The mfa_token of a 206 mfa_setup_required sign-in: reaches only the '
+        '/api/v1/profile/mfa endpoints, until MFA is on.',
+    },
 }
 
 DESCRIPTION = """\
@@ -164,7 +344,9 @@ def _keyword_notes(node):
     if 'maxBytes' in node:
         notes.append(f'At most {node["maxBytes"]} bytes in UTF-8 (maxBytes).')
     if node.get('format') == 'iana-timezone':
-        notes.append('An IANA time zone name known to the server (format iana-timezone).')
+        notes.append(
+            'An IANA time zone name known to the server (format iana-timezone).'
+        )
     return notes
 
 
@@ -175,8 +357,11 @@ def _component(node, stem):
     if not isinstance(node, dict):
         return node
     # $id would make '#/components/...' resolve against the file, not the document.
-    out = {key: _component_ref(value, stem) if key == '$ref' else _component(value, stem)
-           for key, value in node.items() if key not in ('$id', '$schema')}
+    out = {
+        key: _component_ref(value, stem) if key == '$ref' else _component(value, stem)
+        for key, value in node.items()
+        if key not in ('$id', '$schema')
+    }
     notes = _keyword_notes(node)
     if notes:
         out['description'] = ' '.join(filter(None, [node.get('description'), *notes]))
@@ -193,7 +378,9 @@ def _path(template):
             for arg in filter(None, args.split(',')):
                 key, _, value = arg.partition('=')
                 schema[_LIMITS[key.strip()]] = int(value)
-        parameters.append({'name': name, 'in': 'path', 'required': True, 'schema': schema})
+        parameters.append(
+            {'name': name, 'in': 'path', 'required': True, 'schema': schema}
+        )
     return _FIELD.sub(r'{\1}', template), parameters
 
 
@@ -201,20 +388,41 @@ def _statuses(resource, method, level):
     """{status: [response names]}: what the resource declares, then what the middleware adds."""
     declared = getattr(resource, 'responses', {}).get(method)
     if not declared:
-        raise RuntimeError(f'{type(resource).__name__}: no responses declared for {method}')
+        raise RuntimeError(
+            f'{type(resource).__name__}: no responses declared for {method}'
+        )
     # A status answered for two reasons declares a tuple of names.
-    statuses = {status: [name] if isinstance(name, str) else list(name) for status, name in declared.items()}
+    statuses = {
+        status: [name] if isinstance(name, str) else list(name)
+        for status, name in declared.items()
+    }
 
     def add(status, name):
         statuses.setdefault(status, [])
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in ('user', 'session', 'enrolment', 'member', 'administrator', 'administrator_session'):
+    if level in (
+        'user',
+        'session',
+        'enrolment',
+        'member',
+        'administrator',
+        'administrator_session',
+    ):
         add(401, 'unauthenticated')
-    if level in ('session', 'enrolment', 'administrator_session') or getattr(resource, 'session_fields', {}).get(method):
+    if level in ('session', 'enrolment', 'administrator_session') or getattr(
+        resource, 'session_fields', {}
+    ).get(method):
         add(403, 'needs_session')
-    if level in ('optional', 'user', 'session', 'member', 'administrator', 'administrator_session') and not getattr(resource, 'before_enrolment', False):
+    if level in (
+        'optional',
+        'user',
+        'session',
+        'member',
+        'administrator',
+        'administrator_session',
+    ) and not getattr(resource, 'before_enrolment', False):
         add(403, 'mfa_enrollment_required')
     if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
@@ -223,8 +431,13 @@ def _statuses(resource, method, level):
     if getattr(resource, 'query', {}).get(method):
         add(422, 'unprocessable')
     if getattr(resource, 'schemas', {}).get(method):
-        for status, name in ((400, 'bad_request'), (413, 'too_large'), (415, 'unsupported_media_type'),
-                             (422, 'unprocessable')):
+        for status, name in (
+            (400, 'bad_request'),
+            (403, 'cross_site_form'),
+            (413, 'too_large'),
+            (415, 'unsupported_media_type'),
+            (422, 'unprocessable'),
+        ):
             add(status, name)
     if getattr(resource, 'rate_limits', {}).get(method):
         add(429, 'rate_limited')
@@ -240,11 +453,17 @@ def _header(name, required):
 def _header_components():
     components = {}
     for name, (description, schema) in HEADERS.items():
-        components[name] = {'description': description, 'required': True, 'schema': schema}
+        components[name] = {
+            'description': description,
+            'required': True,
+            'schema': schema,
+        }
         if name in TOKEN_HEADERS:
             components[f'{name}.optional'] = {
                 'description': f'{description} Sent when the request used the token headers, or signed in.',
-                'required': False, 'schema': schema}
+                'required': False,
+                'schema': schema,
+            }
     return components
 
 
@@ -252,10 +471,16 @@ def _response(names, status, level):
     headers = {'X-Request-Id': _header('X-Request-Id', True)}
     # Successes of token-authenticated requests echo the token (SPEC 3): not for
     # api_access_token callers, so not required; not after a sign-out, which revoked it.
-    echoed = 200 <= status < 300 and level != 'public' and not _NOT_ECHOED.intersection(names)
+    echoed = (
+        200 <= status < 300
+        and level != 'public'
+        and not _NOT_ECHOED.intersection(names)
+    )
     for name in names:
         for header in RESPONSES[name][2]:
-            headers[header] = _header(header, level == 'public' or header not in TOKEN_HEADERS)
+            headers[header] = _header(
+                header, level == 'public' or header not in TOKEN_HEADERS
+            )
     if echoed:
         for header in TOKEN_HEADERS:
             headers.setdefault(header, _header(header, False))
@@ -265,7 +490,11 @@ def _response(names, status, level):
         # Read (and removed) by describe(), which picks the example.
         'x-names': names,
         'headers': headers,
-        'content': {'application/json': {'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}}},
+        'content': {
+            'application/json': {
+                'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}
+            }
+        },
     }
 
 
@@ -275,26 +504,52 @@ def _operation(path_template, resource, method, schemas):
     path, parameters = _path(path_template)
     query = getattr(resource, 'query', {}).get(method)
     if query:
-        parameters += [{'name': name, 'in': 'query', 'required': False, 'description': prop.get('description', ''),
-                        'schema': {key: value for key, value in prop.items() if key != 'description'}}
-                       for name, prop in schemas[query]['properties'].items()]
-    summary = schemas[schema_name].get('title') if schema_name else (resource.__doc__ or '').split('\n')[0]
+        parameters += [
+            {
+                'name': name,
+                'in': 'query',
+                'required': False,
+                'description': prop.get('description', ''),
+                'schema': {
+                    key: value for key, value in prop.items() if key != 'description'
+                },
+            }
+            for name, prop in schemas[query]['properties'].items()
+        ]
+    summary = (
+        schemas[schema_name].get('title')
+        if schema_name
+        else (resource.__doc__ or '').split('\n')[0]
+    )
     operation = {
-        'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip('_'),
+        'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip(
+            '_'
+        ),
         'summary': summary or f'{method} {path}',
-        'security': {'public': [], 'optional': [*_SIGNED_IN, {}], 'session': _SESSION,
-                     'administrator_session': _SESSION, 'enrolment': _ENROLMENT}.get(level, _SIGNED_IN),
+        'security': {
+            'public': [],
+            'optional': [*_SIGNED_IN, {}],
+            'session': _SESSION,
+            'administrator_session': _SESSION,
+            'enrolment': _ENROLMENT,
+        }.get(level, _SIGNED_IN),
         'parameters': parameters,
-        'responses': {str(status): _response(names, status, level)
-                      for status, names in _statuses(resource, method, level).items()},
+        'responses': {
+            str(status): _response(names, status, level)
+            for status, names in _statuses(resource, method, level).items()
+        },
     }
     if schema_name:
         schema_ref = {'$ref': f'#/components/schemas/{schema_name}'}
-        content = {'application/json': {'schema': schema_ref},
-                   # The same fields in Rails' bracket notation; values are cast (DESCRIPTION).
-                   'application/x-www-form-urlencoded': {'schema': schema_ref}}
+        content = {
+            'application/json': {'schema': schema_ref},
+            # The same fields in Rails' bracket notation; values are cast (DESCRIPTION).
+            'application/x-www-form-urlencoded': {'schema': schema_ref},
+        }
         if method in getattr(resource, 'multipart', ()):
-            content['multipart/form-data'] = {'schema': {'$ref': f'#/components/schemas/{schema_name}_multipart'}}
+            content['multipart/form-data'] = {
+                'schema': {'$ref': f'#/components/schemas/{schema_name}_multipart'}
+            }
         # An empty body counts as {}.
         operation['requestBody'] = {'required': False, 'content': content}
     return operation
@@ -309,17 +564,27 @@ def build(route_table, schemas):
         path, _ = _path(template)
         # HEAD mirrors GET (app.answer_head_like_get) and is left out.
         for method in sorted(set(getattr(resource, 'access', {})) - {'HEAD'}):
-            paths.setdefault(path, {})[method.lower()] = _operation(template, resource, method, schemas)
-    return describe({
-        'openapi': '3.1.0',
-        'info': {'title': 'Frontdesk accounts API', 'version': VERSION, 'description': DESCRIPTION},
-        'paths': paths,
-        'components': {
-            'schemas': {stem: _component(schemas[stem], stem) for stem in sorted(schemas)},
-            'headers': _header_components(),
-            'securitySchemes': SECURITY_SCHEMES,
-        },
-    })
+            paths.setdefault(path, {})[method.lower()] = _operation(
+                template, resource, method, schemas
+            )
+    return describe(
+        {
+            'openapi': '3.1.0',
+            'info': {
+                'title': 'Frontdesk accounts API',
+                'version': VERSION,
+                'description': DESCRIPTION,
+            },
+            'paths': paths,
+            'components': {
+                'schemas': {
+                    stem: _component(schemas[stem], stem) for stem in sorted(schemas)
+                },
+                'headers': _header_components(),
+                'securitySchemes': SECURITY_SCHEMES,
+            },
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -328,26 +593,46 @@ def build(route_table, schemas):
 # against its schema, and checks that no operation lacks them).
 
 TAGS = [
-    {'name': 'Sign-up and accounts', 'description': 'Sign up (a user, an account and its administrator '
-     'membership in one request), read and change an account, its cache keys and the heartbeat.'},
-    {'name': 'Profile', 'description': "The caller's own user: name, e-mail, password, avatar, availability, "
-     'settings per account.'},
-    {'name': 'Sessions and confirmation', 'description': 'Sign in and out, check a token, confirm an address, '
-     'reset a forgotten password. Links to confirm and reset arrive by e-mail.'},
-    {'name': 'Operations', 'description': 'Health, readiness and this description; no credentials needed.'},
+    {
+        'name': 'Sign-up and accounts',
+        'description': 'Sign up (a user, an account and its administrator '
+        'membership in one request), read and change an account, its cache keys and the heartbeat.',
+    },
+    {
+        'name': 'Profile',
+        'description': "The caller's own user: name, e-mail, password, avatar, availability, "
+        'settings per account.',
+    },
+    {
+        'name': 'Sessions and confirmation',
+        'description': 'Sign in and out, check a token, confirm an address, '
+        'reset a forgotten password. Links to confirm and reset arrive by e-mail.',
+    },
+    {
+        'name': 'Operations',
+        'description': 'Health, readiness and this description; no credentials needed.',
+    },
 ]
-_TAG_PREFIXES = (('/api/v1/accounts', 'Sign-up and accounts'), ('/api/v1/profile', 'Profile'),
-                 ('/api/v1/password_policy', 'Profile'),
-                 ('/auth/', 'Sessions and confirmation'), ('/resend_confirmation', 'Sessions and confirmation'))
+_TAG_PREFIXES = (
+    ('/api/v1/accounts', 'Sign-up and accounts'),
+    ('/api/v1/profile', 'Profile'),
+    ('/api/v1/password_policy', 'Profile'),
+    ('/auth/', 'Sessions and confirmation'),
+    ('/resend_confirmation', 'Sessions and confirmation'),
+)
 
 
 def tag_for(path):
-    return next((tag for prefix, tag in _TAG_PREFIXES if path.startswith(prefix)), 'Operations')
+    return next(
+        (tag for prefix, tag in _TAG_PREFIXES if path.startswith(prefix)), 'Operations'
+    )
 
 
 _TOKEN_NOTE = ' Answers with the five token headers (`access-token`, `token-type`, `client`, `expiry`, `uid`).'
 _SIGNED_IN_NOTE = ' Needs the token headers of a sign-in or `api_access_token`.'
-_ADMIN_NOTE = ' Administrators of the account only (an agent gets 401 with the role body).'
+_ADMIN_NOTE = (
+    ' Administrators of the account only (an agent gets 401 with the role body).'
+)
 
 # 'METHOD path': (summary, description)
 OPERATIONS = {
@@ -357,242 +642,429 @@ OPERATIONS = {
         'the API access token, and mails a confirmation link; sign-in needs the confirmed address. With '
         'credentials: adds a new account to the caller as its administrator (only `account_name` needed).'
         ' Refused parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per 30 minutes.'
-        + _TOKEN_NOTE),
+        + _TOKEN_NOTE,
+    ),
     'GET /api/v1/accounts/{account_id}': (
-        'Read an account', 'The account, for its members; anyone else gets 404.' + _SIGNED_IN_NOTE),
+        'Read an account',
+        'The account, for its members; anyone else gets 404.' + _SIGNED_IN_NOTE,
+    ),
     'PUT /api/v1/accounts/{account_id}': (
         'Change an account',
         'Only the fields sent change; `timezone`, `industry` and `company_size` are kept in '
         '`custom_attributes`. All failures are reported together in one 422, and nothing is written then.'
-        + _ADMIN_NOTE),
-    'PATCH /api/v1/accounts/{account_id}': ('Change an account', 'The same as PUT.' + _ADMIN_NOTE),
+        + _ADMIN_NOTE,
+    ),
+    'PATCH /api/v1/accounts/{account_id}': (
+        'Change an account',
+        'The same as PUT.' + _ADMIN_NOTE,
+    ),
     'GET /api/v1/accounts/{account_id}/cache_keys': (
         "Read an account's cache keys",
         'Epoch seconds of the last change of labels, inboxes and teams, for client caches; sent with '
-        '`Cache-Control: max-age=10, private, stale-while-revalidate=300`.' + _SIGNED_IN_NOTE),
+        '`Cache-Control: max-age=10, private, stale-while-revalidate=300`.'
+        + _SIGNED_IN_NOTE,
+    ),
     'POST /api/v1/accounts/{account_id}/update_active_at': (
         'Heartbeat in an account',
         "Stamps the caller's membership as active now: `availability_status` stays as set for 5 minutes "
-        'after the last heartbeat when `auto_offline` is on.' + _SIGNED_IN_NOTE),
-    'GET /api/v1/profile': ('Read your profile', 'The user JSON of the caller.' + _SIGNED_IN_NOTE),
+        'after the last heartbeat when `auto_offline` is on.' + _SIGNED_IN_NOTE,
+    ),
+    'GET /api/v1/profile': (
+        'Read your profile',
+        'The user JSON of the caller.' + _SIGNED_IN_NOTE,
+    ),
     'PUT /api/v1/profile': (
         'Change your profile',
         'Fields go under `profile`; only those sent change. A new `email` waits in `unconfirmed_email` '
         'until the link mailed to it is used. A new `password` needs `current_password` and ends every '
         'other session. As multipart/form-data, `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, '
-        'WebP).' + _SIGNED_IN_NOTE),
-    'PATCH /api/v1/profile': ('Change your profile', 'The same as PUT.' + _SIGNED_IN_NOTE),
-    'DELETE /api/v1/profile/avatar': ('Remove your avatar', 'Idempotent.' + _SIGNED_IN_NOTE),
+        'WebP).' + _SIGNED_IN_NOTE,
+    ),
+    'PATCH /api/v1/profile': (
+        'Change your profile',
+        'The same as PUT.' + _SIGNED_IN_NOTE,
+    ),
+    'DELETE /api/v1/profile/avatar': (
+        'Remove your avatar',
+        'Idempotent.' + _SIGNED_IN_NOTE,
+    ),
     'POST /api/v1/profile/availability': (
-        'Set your availability in an account', '`online`, `offline` or `busy`, for one of your accounts.'
-        + _SIGNED_IN_NOTE),
+        'Set your availability in an account',
+        '`online`, `offline` or `busy`, for one of your accounts.' + _SIGNED_IN_NOTE,
+    ),
     'POST /api/v1/profile/auto_offline': (
-        'Set auto-offline in an account', 'Whether you appear offline after 5 minutes without a heartbeat.'
-        + _SIGNED_IN_NOTE),
+        'Set auto-offline in an account',
+        'Whether you appear offline after 5 minutes without a heartbeat.'
+        + _SIGNED_IN_NOTE,
+    ),
     'PUT /api/v1/profile/set_active_account': (
-        'Make an account your current one', 'It becomes the `account_id` of your user JSON.'
-        + _SIGNED_IN_NOTE),
+        'Make an account your current one',
+        'It becomes the `account_id` of your user JSON.' + _SIGNED_IN_NOTE,
+    ),
     'POST /api/v1/profile/reset_access_token': (
         'Replace your API access token',
         'A new `access_token`; the old one stops working at once. Needs the token headers of a sign-in '
-        '(403 with `api_access_token`).'),
+        '(403 with `api_access_token`).',
+    ),
     'POST /api/v1/profile/resend_confirmation': (
         'Mail the confirmation link again',
         'When your address (or a pending new one) is unconfirmed, mails a fresh link; otherwise sends '
-        'nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE),
+        'nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE,
+    ),
     'POST /auth/sign_in': (
         'Sign in',
         'E-mail (any case) and password of a confirmed user. Wrong e-mail or password are the same 401; '
         'an unconfirmed address is a 401 with `error_code: user_not_confirmed`. 5 tries per IP per 5 '
-        'minutes, 10 per address per 15 minutes.' + _TOKEN_NOTE + ' A user with two-factor sign-in gets 206 '
+        'minutes, 10 per address per 15 minutes.'
+        + _TOKEN_NOTE
+        + ' A user with two-factor sign-in gets 206 '
         '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the second request sends '
         '`mfa_token` with `otp_code` (or `backup_code`; an empty one counts as absent) and signs in, at the '
         'session limit ending the least recently active session (bad code 400, counted: 5 per token; bad, '
         'used or expired token 401; 10 per IP and 10 per token a minute). A member of an account that '
         'requires MFA, without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as '
-        'the `mfa_token` header, reaches only `/api/v1/profile/mfa*`.'),
+        'the `mfa_token` header, reaches only `/api/v1/profile/mfa*`.',
+    ),
     'DELETE /auth/sign_out': (
-        'Sign out', 'Revokes the token of the request; it gets 401 afterwards. Needs the token headers.'),
+        'Sign out',
+        'Revokes the token of the request; it gets 401 afterwards. Needs the token headers.',
+    ),
     'GET /auth/validate_token': (
-        'Check your token', 'The user JSON when the credentials are valid, else 401.'),
+        'Check your token',
+        'The user JSON when the credentials are valid, else 401.',
+    ),
     'POST /auth/confirmation': (
         'Confirm an e-mail address',
         'With the `confirmation_token` of the mailed link (`.../app/auth/confirmation?confirmation_token=T`):'
         ' confirms the address (a pending new one becomes `email`) and signs in. Tokens work once and '
-        'expire after 3 days.' + _TOKEN_NOTE + ' For a user with two-factor sign-in: confirms, then 206 with '
-        'an `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.'),
+        'expire after 3 days.'
+        + _TOKEN_NOTE
+        + ' For a user with two-factor sign-in: confirms, then 206 with '
+        'an `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.',
+    ),
     'POST /auth/password': (
         'Ask for a password reset link',
         'Always the same answer, whether or not the address belongs to a user; a user gets a link '
-        '(`.../app/auth/password/edit?reset_password_token=T`), valid 6 hours.'),
+        '(`.../app/auth/password/edit?reset_password_token=T`), valid 6 hours.',
+    ),
     'PUT /auth/password': (
         'Set a new password with a reset link',
         'With the `reset_password_token` of the mailed link: sets the password, confirms the address, ends '
-        'every other session and signs in.' + _TOKEN_NOTE + ' For a user with two-factor sign-in: sets the '
+        'every other session and signs in.'
+        + _TOKEN_NOTE
+        + ' For a user with two-factor sign-in: sets the '
         'password, ends every session, then 206 with an `mfa_token` for the second step of '
-        '`POST /auth/sign_in`, no token headers.'),
+        '`POST /auth/sign_in`, no token headers.',
+    ),
     'POST /resend_confirmation': (
         'Mail the confirmation link again, signed out',
         'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
         '`{}` with the same timing whether or not the address belongs to a user. Rate limited like password '
-        'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.'),
+        'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.',
+    ),
     'POST /auth/email_revert': (
         'Undo an e-mail change',
         'With the `token` of the link mailed to the old address when the address was changed '
         '(`.../app/auth/email_revert?token=T`, valid 7 days): restores the old address, cancels the pending '
         'change, ends every session and the access token, clears the password and mails a password-reset '
-        'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.'),
+        'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.',
+    ),
     'POST /auth/mfa_revert': (
         'Undo turning two-factor sign-in on',
         'With the `token` of the "this was not me" link of the MFA-enabled e-mail '
         '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement off (MFA and its recovery '
         'codes), ends every session and the access token, clears the password and mails a password-reset '
         'link. 200 `{}`; a bad, used or expired token, or one whose enablement has ended (MFA turned off, or '
-        'off and on again, since) or whose address is no longer the account\'s, is 422 `Invalid token`.'),
+        "off and on again, since) or whose address is no longer the account's, is 422 `Invalid token`.",
+    ),
     'GET /api/v1/password_policy': (
         'The password rules',
         'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
         '72 bytes, not a common password, not containing your name or e-mail, not the current one (and not '
-        'a known breached one when the operator turned that check on).'),
+        'a known breached one when the operator turned that check on).',
+    ),
     'GET /api/v1/profile/sessions': (
         'List your sessions',
         'One entry per sign-in (device), most recently active first, unexpired only; `current` marks this '
         'one. Browser, platform and device come from the User-Agent of the sign-in. Token headers only '
-        '(403 with `api_access_token`).'),
+        '(403 with `api_access_token`).',
+    ),
     'DELETE /api/v1/profile/sessions': (
-        'End every other session', 'Signs out every device but this one; 200 `{"revoked": N}`. Token headers '
-        'only (403 with `api_access_token`).'),
+        'End every other session',
+        'Signs out every device but this one; 200 `{"revoked": N}`. Token headers '
+        'only (403 with `api_access_token`).',
+    ),
     'DELETE /api/v1/profile/sessions/{session_id}': (
-        'End one session', 'Signs that device out; 200 `{}`. This session itself is a 422 (sign out '
-        'instead); another user\'s or an unknown id is a 404. Token headers only.'),
+        'End one session',
+        'Signs that device out; 200 `{}`. This session itself is a 422 (sign out '
+        "instead); another user's or an unknown id is a 404. Token headers only.",
+    ),
     'GET /api/v1/profile/audit_events': (
         'Your security events',
         'Sign-ins, password and e-mail changes, sessions ended and the like, newest first; page with '
-        '`before=<next_before>` and `limit` (at most 100).' + _SIGNED_IN_NOTE),
+        '`before=<next_before>` and `limit` (at most 100).' + _SIGNED_IN_NOTE,
+    ),
     'GET /api/v1/accounts/{account_id}/audit_events': (
         "An account's security events",
-        'The events that concern the account and its members\' sign-ins, newest first, paged like your own; '
-        'filters `event`, `user_id`, `since`, `until`.' + _ADMIN_NOTE),
+        "The events that concern the account and its members' sign-ins, newest first, paged like your own; "
+        'filters `event`, `user_id`, `since`, `until`.' + _ADMIN_NOTE,
+    ),
     'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
         'Sign a member out everywhere',
         'Ends every session of that member (and its access token with `?include_access_token=true`); '
-        '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE),
+        '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE,
+    ),
     'GET /api/v1/profile/mfa': (
         'Your two-factor sign-in',
         'Whether it is on, and how many recovery codes are left; `feature_available` is false while the '
         'server has no `SECRET_KEY`. Token headers of a sign-in (403 with `api_access_token`), or the '
-        '`mfa_token` header of an enrolment an account requires.'),
+        '`mfa_token` header of an enrolment an account requires.',
+    ),
     'POST /api/v1/profile/mfa': (
         'Start two-factor enrolment',
         'A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL for a QR code, and as '
         'text. MFA stays off until `/verify` gets a code from it. No body is needed; a `password` sent is '
         'checked (422 when wrong). '
-        'Token headers or the enrolment `mfa_token`; never `api_access_token`.'),
+        'Token headers or the enrolment `mfa_token`; never `api_access_token`.',
+    ),
     'DELETE /api/v1/profile/mfa': (
         'Turn two-factor sign-in off',
         'Needs the password and a code (`otp_code` or `backup_code`; an empty one counts as absent). A '
         'credential change: every other '
-        'session, the access token and open links end; you get a security e-mail. 5 a minute.'),
+        'session, the access token and open links end; you get a security e-mail. 5 a minute.',
+    ),
     'POST /api/v1/profile/mfa/verify': (
         'Turn two-factor sign-in on',
         'The first code of the new secret turns MFA on and answers the 10 recovery codes, shown this once. '
         'A credential change: every other session, the access token and open links end; you get a security '
         'e-mail whose link (7 days) turns this enablement off again. With the enrolment `mfa_token` it signs '
-        'nobody in: sign in again, with a code. 5 a minute.'),
+        'nobody in: sign in again, with a code. 5 a minute.',
+    ),
     'POST /api/v1/profile/mfa/backup_codes': (
         'New recovery codes',
-        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop working. 5 a minute.'),
-    'GET /api': ('Version and status', 'The service version, the time, and whether the database answers '
-                 '(`data_services`); 200 either way. The mobile app calls it to accept a server address.'),
-    'GET /healthz': ('Liveness', 'Answers while the process runs; no database involved.'),
-    'GET /readyz': ('Readiness', 'The database answers and every migration is applied; else 503.'),
-    'GET /api/v1/openapi.json': ('This document', 'The OpenAPI 3.1 description of the API, which '
-                                 '`/api/v1/docs` renders.'),
+        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop working. 5 a minute.',
+    ),
+    'GET /api': (
+        'Version and status',
+        'The service version, the time, and whether the database answers '
+        '(`data_services`); 200 either way. The mobile app calls it to accept a server address.',
+    ),
+    'GET /healthz': (
+        'Liveness',
+        'Answers while the process runs; no database involved.',
+    ),
+    'GET /readyz': (
+        'Readiness',
+        'The database answers and every migration is applied; else 503.',
+    ),
+    'GET /api/v1/openapi.json': (
+        'This document',
+        'The OpenAPI 3.1 description of the API, which `/api/v1/docs` renders.',
+    ),
 }
 
 _NOW = '2026-01-15T09:30:00.000Z'
 _MEMBERSHIP = {
-    'id': 42, 'name': 'Acme', 'status': 'active', 'locale': 'en', 'active_at': _NOW, 'role': 'administrator',
-    'permissions': ['administrator'], 'availability': 'online', 'availability_status': 'online',
+    'id': 42,
+    'name': 'Acme',
+    'status': 'active',
+    'locale': 'en',
+    'active_at': _NOW,
+    'role': 'administrator',
+    'permissions': ['administrator'],
+    'availability': 'online',
+    'availability_status': 'online',
     'auto_offline': True,
 }
 _USER = {
-    'id': 7, 'name': 'Ada Lovelace', 'display_name': None, 'available_name': 'Ada Lovelace',
-    'email': 'ada@example.com', 'unconfirmed_email': None, 'uid': 'ada@example.com', 'provider': 'email',
-    'confirmed': True, 'access_token': 'x3M9mXGvT5Qm0dJf2pWq8sLk', 'account_id': 42, 'role': 'administrator',
-    'avatar_url': '', 'custom_attributes': {}, 'ui_settings': {'theme': 'dark'}, 'message_signature': None,
-    'accounts': [_MEMBERSHIP], 'created_at': _NOW, 'type': None, 'inviter_id': None,
-    'pubsub_token': 'b1Xr4UqE2Yt7NwZc5VhK9pLa', 'mfa_enabled': False,
+    'id': 7,
+    'name': 'Ada Lovelace',
+    'display_name': None,
+    'available_name': 'Ada Lovelace',
+    'email': 'ada@example.com',
+    'unconfirmed_email': None,
+    'uid': 'ada@example.com',
+    'provider': 'email',
+    'confirmed': True,
+    'access_token': 'x3M9mXGvT5Qm0dJf2pWq8sLk',
+    'account_id': 42,
+    'role': 'administrator',
+    'avatar_url': '',
+    'custom_attributes': {},
+    'ui_settings': {'theme': 'dark'},
+    'message_signature': None,
+    'accounts': [_MEMBERSHIP],
+    'created_at': _NOW,
+    'type': None,
+    'inviter_id': None,
+    'pubsub_token': 'b1Xr4UqE2Yt7NwZc5VhK9pLa',
+    'mfa_enabled': False,
 }
-_SESSION_EXAMPLE = {'id': 91, 'client_name': 'Firefox on Windows', 'browser_name': 'Firefox',
-            'browser_version': '128.0', 'platform_name': 'Windows', 'platform_version': '10', 'device_name': None,
-            'ip_address': '203.0.113.9', 'city': None, 'country': None, 'country_code': None, 'created_at': _NOW,
-            'last_activity_at': _NOW, 'expires_at': '2026-03-16T09:30:00.000Z', 'current': True}
+_SESSION_EXAMPLE = {
+    'id': 91,
+    'client_name': 'Firefox on Windows',
+    'browser_name': 'Firefox',
+    'browser_version': '128.0',
+    'platform_name': 'Windows',
+    'platform_version': '10',
+    'device_name': None,
+    'ip_address': '203.0.113.9',
+    'city': None,
+    'country': None,
+    'country_code': None,
+    'created_at': _NOW,
+    'last_activity_at': _NOW,
+    'expires_at': '2026-03-16T09:30:00.000Z',
+    'current': True,
+}
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
-_RECOVERY_CODES = ['7KQ2M9XW', 'B3NV6HTZ', 'Q0RST4VW', 'XYZ23AB4', 'C5DEF6GH', 'JKMN7PQR', 'ST8VWX9Y',
-                   'Z01234AB', 'H5J6K7M8', 'N9P0Q1R2']
+_RECOVERY_CODES = [
+    '7KQ2M9XW',
+    'B3NV6HTZ',
+    'Q0RST4VW',
+    'XYZ23AB4',
+    'C5DEF6GH',
+    'JKMN7PQR',
+    'ST8VWX9Y',
+    'Z01234AB',
+    'H5J6K7M8',
+    'N9P0Q1R2',
+]
 
 # Response examples by RESPONSES name.
 EXAMPLES = {
     'health': {'status': 'ok'},
     'ready': {'status': 'ready'},
-    'not_ready': {'message': 'Service temporarily unavailable', 'database': True,
-                  'pending_migrations': ['0005_example']},
-    'openapi': {'openapi': '3.1.0', 'info': {'title': 'Frontdesk accounts API', 'version': '1'}, 'paths': {},
-                'components': {}},
+    'not_ready': {
+        'message': 'Service temporarily unavailable',
+        'database': True,
+        'pending_migrations': ['0005_example'],
+    },
+    'openapi': {
+        'openapi': '3.1.0',
+        'info': {'title': 'Frontdesk accounts API', 'version': '1'},
+        'paths': {},
+        'components': {},
+    },
     'user': _USER,
-    'account': {'id': 42, 'name': 'Acme Inc', 'locale': 'en', 'domain': None, 'support_email': None,
-                'auto_resolve_duration': None, 'status': 'active',
-                'custom_attributes': {'timezone': 'Europe/Paris'}, 'created_at': _NOW, 'cache_keys': _CACHE_KEYS,
-                'features': {}, 'latest_chatwoot_version': None, 'enforce_mfa': False},
+    'account': {
+        'id': 42,
+        'name': 'Acme Inc',
+        'locale': 'en',
+        'domain': None,
+        'support_email': None,
+        'auto_resolve_duration': None,
+        'status': 'active',
+        'custom_attributes': {'timezone': 'Europe/Paris'},
+        'created_at': _NOW,
+        'cache_keys': _CACHE_KEYS,
+        'features': {},
+        'latest_chatwoot_version': None,
+        'enforce_mfa': False,
+    },
     'cache_keys': {'cache_keys': _CACHE_KEYS},
     'empty': {},
     'signed_in': {'data': _USER},
     'signed_out': {'success': True},
     'token_valid': {'payload': {'success': True, 'data': _USER}},
-    'password_policy': {'min_length': 8, 'max_bytes': 72, 'checks': ['common', 'personal', 'reuse']},
+    'password_policy': {
+        'min_length': 8,
+        'max_bytes': 72,
+        'checks': ['common', 'personal', 'reuse'],
+    },
     'sessions': [_SESSION_EXAMPLE],
     'revoked': {'revoked': 2},
-    'sessions_limit_reached': {'sessions_limit_reached': True, 'sessions': [{**_SESSION_EXAMPLE, 'current': False}]},
+    'sessions_limit_reached': {
+        'sessions_limit_reached': True,
+        'sessions': [{**_SESSION_EXAMPLE, 'current': False}],
+    },
     'member_signed_out': {'revoked': 3},
     'cannot_revoke_current': {'error': 'You cannot revoke the current session.'},
-    'audit_events': {'events': [{'id': 1201, 'created_at': _NOW, 'event': 'sign_in_succeeded', 'actor_id': 7,
-                                 'subject_id': 7, 'account_id': None, 'ip_address': '203.0.113.9',
-                                 'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
-                                 'session_id': 91, 'details': {}}],
-                     'next_before': None},
-    'api_info': {'version': '1.0.0', 'timestamp': _NOW, 'queue_services': 'ok', 'data_services': 'ok'},
-    'reset_requested': {'message': 'If ada@example.com is registered, a link to reset the password is on '
-                        'its way.'},
-    'mfa_status': {'feature_available': True, 'enabled': True, 'backup_codes_generated': True,
-                   'backup_codes_remaining': 9},
-    'mfa_provisioning': {'provisioning_url': 'otpauth://totp/Frontdesk:ada%40example.com?'
-                                             'secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Frontdesk',
-                         'secret': 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'},
+    'audit_events': {
+        'events': [
+            {
+                'id': 1201,
+                'created_at': _NOW,
+                'event': 'sign_in_succeeded',
+                'actor_id': 7,
+                'subject_id': 7,
+                'account_id': None,
+                'ip_address': '203.0.113.9',
+                'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
+                'session_id': 91,
+                'details': {},
+            }
+        ],
+        'next_before': None,
+    },
+    'api_info': {
+        'version': '1.0.0',
+        'timestamp': _NOW,
+        'queue_services': 'ok',
+        'data_services': 'ok',
+    },
+    'reset_requested': {
+        'message': 'If ada@example.com is registered, a link to reset the password is on '
+        'its way.'
+    },
+    'mfa_status': {
+        'feature_available': True,
+        'enabled': True,
+        'backup_codes_generated': True,
+        'backup_codes_remaining': 9,
+    },
+    'mfa_provisioning': {
+        'provisioning_url': 'otpauth://totp/Frontdesk:ada%40example.com?'
+        'secret=JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP&issuer=Frontdesk',
+        'secret': 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP',
+    },
     'mfa_enabled': {'enabled': True, 'backup_codes': _RECOVERY_CODES},
     'mfa_backup_codes': {'backup_codes': _RECOVERY_CODES},
     'mfa_disabled': {'enabled': False},
-    'mfa_challenge': {'mfa_required': True, 'mfa_token': 'Qm7Xv2Lp9Ta4Rz1Kc8Wn5Hb3Jd6Fs0Ge2Yu4Io7Pq1A'},
-    'mfa_unavailable': {'error': 'MFA feature is not available. Please configure SECRET_KEY.'},
-    'mfa_enrollment_required': {'error': 'Your account requires two-factor sign-in: enable it first',
-                                'error_code': 'mfa_enrollment_required'},
+    'mfa_challenge': {
+        'mfa_required': True,
+        'mfa_token': 'Qm7Xv2Lp9Ta4Rz1Kc8Wn5Hb3Jd6Fs0Ge2Yu4Io7Pq1A',
+    },
+    'mfa_unavailable': {
+        'error': 'MFA feature is not available. Please configure SECRET_KEY.'
+    },
+    'mfa_enrollment_required': {
+        'error': 'Your account requires two-factor sign-in: enable it first',
+        'error_code': 'mfa_enrollment_required',
+    },
     'invalid_mfa_token': {'error': 'Invalid or expired MFA token'},
     'invalid_code': {'error': 'Invalid verification code'},
     'bad_request': {'message': 'The body is not valid JSON'},
-    'unauthenticated': {'errors': ['You need to sign in or sign up before continuing.']},
+    'unauthenticated': {
+        'errors': ['You need to sign in or sign up before continuing.']
+    },
     'not_authorized': {'error': 'You are not authorized to do this action'},
     'needs_session': {'error': 'This action needs a signed-in session'},
-    'reauthentication_required': {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'},
-    'invalid_login': {'success': False, 'errors': ['Invalid login credentials. Please try again.']},
+    'reauthentication_required': {
+        'error': 'Sign in again to change this',
+        'error_code': 'reauthentication_required',
+    },
+    'cross_site_form': {'error': 'Cross-site form refused'},
+    'invalid_login': {
+        'success': False,
+        'errors': ['Invalid login credentials. Please try again.'],
+    },
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
-    'sign_up_refused': {'message': 'You have already signed up for an account with ada@example.com'},
+    'sign_up_refused': {
+        'message': 'You have already signed up for an account with ada@example.com'
+    },
     'not_found': {'error': 'Resource could not be found'},
     'too_large': {'message': 'Request body is too large (maximum is 1048576 bytes)'},
     'unsupported_media_type': {'message': 'Content-Type must be application/json'},
-    'unprocessable': {'message': "Name can't be blank, Locale is not included in the list",
-                      'attributes': ['name', 'locale']},
+    'unprocessable': {
+        'message': "Name can't be blank, Locale is not included in the list",
+        'attributes': ['name', 'locale'],
+    },
     'rate_limited': {'message': 'Retry later'},
-    'internal_error': {'message': 'Internal server error', 'request_id': '5f0c6b1e2a9d4c7e8b3a1f2d4e6c8a0b'},
+    'internal_error': {
+        'message': 'Internal server error',
+        'request_id': '5f0c6b1e2a9d4c7e8b3a1f2d4e6c8a0b',
+    },
     'unavailable': {'message': 'Service temporarily unavailable'},
     'bad_gateway': {'message': 'Service temporarily unavailable'},
     'gateway_timeout': {'message': 'Service temporarily unavailable'},
@@ -600,11 +1072,25 @@ EXAMPLES = {
 
 # Request body examples by schema file stem.
 REQUEST_EXAMPLES = {
-    'account_create': {'account_name': 'Acme', 'email': 'ada@example.com', 'user_full_name': 'Ada Lovelace',
-                       'password': 'a long passphrase', 'locale': 'en'},
-    'account_update': {'name': 'Acme Inc', 'timezone': 'Europe/Paris', 'auto_resolve_duration': 7},
-    'profile_update': {'profile': {'display_name': 'Ada L.', 'ui_settings': {'theme': 'dark'},
-                                   'phone_number': '+33123456789'}},
+    'account_create': {
+        'account_name': 'Acme',
+        'email': 'ada@example.com',
+        'user_full_name': 'Ada Lovelace',
+        'password': 'a long passphrase',
+        'locale': 'en',
+    },
+    'account_update': {
+        'name': 'Acme Inc',
+        'timezone': 'Europe/Paris',
+        'auto_resolve_duration': 7,
+    },
+    'profile_update': {
+        'profile': {
+            'display_name': 'Ada L.',
+            'ui_settings': {'theme': 'dark'},
+            'phone_number': '+33123456789',
+        }
+    },
     'profile_availability': {'profile': {'account_id': 42, 'availability': 'busy'}},
     'profile_auto_offline': {'profile': {'account_id': 42, 'auto_offline': False}},
     'profile_active_account': {'profile': {'account_id': 42}},
@@ -618,9 +1104,11 @@ REQUEST_EXAMPLES = {
     'mfa_verify': {'otp_code': '492039'},
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
-    'password_reset_update': {'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
-                              'password': 'a new long passphrase',
-                              'password_confirmation': 'a new long passphrase'},
+    'password_reset_update': {
+        'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
+        'password': 'a new long passphrase',
+        'password_confirmation': 'a new long passphrase',
+    },
 }
 
 
@@ -629,16 +1117,27 @@ def describe(document):
     document['tags'] = TAGS
     for path, operations in document['paths'].items():
         for method, operation in operations.items():
-            summary, description = OPERATIONS.get(f'{method.upper()} {path}', (None, None))
+            summary, description = OPERATIONS.get(
+                f'{method.upper()} {path}', (None, None)
+            )
             operation['tags'] = [tag_for(path)]
             if summary:
                 operation['summary'] = summary
             if description:
                 operation['description'] = description
             # JSON only: a form or multipart body shows its fields by itself.
-            content = operation.get('requestBody', {}).get('content', {}).get('application/json')
-            if content and content['schema']['$ref'].rpartition('/')[2] in REQUEST_EXAMPLES:
-                content['example'] = REQUEST_EXAMPLES[content['schema']['$ref'].rpartition('/')[2]]
+            content = (
+                operation.get('requestBody', {})
+                .get('content', {})
+                .get('application/json')
+            )
+            if (
+                content
+                and content['schema']['$ref'].rpartition('/')[2] in REQUEST_EXAMPLES
+            ):
+                content['example'] = REQUEST_EXAMPLES[
+                    content['schema']['$ref'].rpartition('/')[2]
+                ]
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
                 if name in EXAMPLES:

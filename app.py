@@ -3,21 +3,22 @@
 import falcon
 
 import apidoc
+from bodies import JSON_BODY_LIMIT
+from bodies import JSONHandler
+from bodies import MULTIPART_OVERHEAD
+from bodies import too_large
 import config as config_module
 import db
 import errors
-import logs
-from bodies import JSON_BODY_LIMIT
-from bodies import MULTIPART_OVERHEAD
-from bodies import JSONHandler
-from bodies import too_large
 from forms import FormHandler
+import logs
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
 from middleware.auth import RequireSessionFields
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
+from middleware.cross_site import RefuseCrossSiteForms
 from middleware.drain import DrainRequestBody
 from middleware.headers import SecurityHeaders
 from middleware.rate_limit import RateLimit
@@ -26,12 +27,12 @@ from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
 from middleware.routing import RailsPaths
 from middleware.validation import JSONSchemaValidation
-from resources import JSON
 from resources import accounts
 from resources import audit_events
 from resources import confirmations
 from resources import docs
 from resources import health
+from resources import JSON
 from resources import mfa
 from resources import openapi
 from resources import password_policy
@@ -56,36 +57,98 @@ def routes(pool, queries, config, validators):
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
         ('/api/v1/profile', profile.Profile(pool, queries, config, validators)),
         ('/api/v1/profile/avatar', profile.ProfileAvatar(pool, queries, config)),
-        ('/api/v1/profile/availability', profile.ProfileMembershipSetting(
-            pool, queries, config, 'availability', 'profile_availability', queries['profile.set_availability'])),
-        ('/api/v1/profile/auto_offline', profile.ProfileMembershipSetting(
-            pool, queries, config, 'auto_offline', 'profile_auto_offline', queries['profile.set_auto_offline'])),
-        ('/api/v1/profile/set_active_account', profile.ProfileActiveAccount(pool, queries)),
-        ('/api/v1/profile/reset_access_token', profile.ProfileAccessToken(pool, queries, config)),
-        ('/api/v1/profile/sessions', sessions.ProfileSessionCollection(pool, queries, config)),
-        (f'/api/v1/profile/sessions/{{session_id:{ID}}}', sessions.ProfileSessionItem(pool, queries)),
-        ('/api/v1/profile/audit_events', audit_events.ProfileAuditEvents(pool, queries)),
+        (
+            '/api/v1/profile/availability',
+            profile.ProfileMembershipSetting(
+                pool,
+                queries,
+                config,
+                'availability',
+                'profile_availability',
+                queries['profile.set_availability'],
+            ),
+        ),
+        (
+            '/api/v1/profile/auto_offline',
+            profile.ProfileMembershipSetting(
+                pool,
+                queries,
+                config,
+                'auto_offline',
+                'profile_auto_offline',
+                queries['profile.set_auto_offline'],
+            ),
+        ),
+        (
+            '/api/v1/profile/set_active_account',
+            profile.ProfileActiveAccount(pool, queries),
+        ),
+        (
+            '/api/v1/profile/reset_access_token',
+            profile.ProfileAccessToken(pool, queries, config),
+        ),
+        (
+            '/api/v1/profile/sessions',
+            sessions.ProfileSessionCollection(pool, queries, config),
+        ),
+        (
+            f'/api/v1/profile/sessions/{{session_id:{ID}}}',
+            sessions.ProfileSessionItem(pool, queries),
+        ),
+        (
+            '/api/v1/profile/audit_events',
+            audit_events.ProfileAuditEvents(pool, queries),
+        ),
         (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
-        (ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions', sessions.MemberSessions(pool, queries, config)),
+        (
+            ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions',
+            sessions.MemberSessions(pool, queries, config),
+        ),
         ('/api/v1/profile/mfa', mfa.MFA(pool, queries, config)),
-        ('/api/v1/profile/mfa/verify', mfa.MFACodeAction(pool, queries, config, 'verify')),
-        ('/api/v1/profile/mfa/backup_codes', mfa.MFACodeAction(pool, queries, config, 'backup_codes')),
+        (
+            '/api/v1/profile/mfa/verify',
+            mfa.MFACodeAction(pool, queries, config, 'verify'),
+        ),
+        (
+            '/api/v1/profile/mfa/backup_codes',
+            mfa.MFACodeAction(pool, queries, config, 'backup_codes'),
+        ),
         ('/auth/sign_in', sessions.SignIn(pool, queries, config)),
         ('/auth/sign_out', sessions.SignOut(pool, queries)),
         ('/auth/validate_token', sessions.ValidateToken()),
         ('/auth/confirmation', confirmations.Confirmation(pool, queries, config)),
         ('/auth/password', confirmations.Password(pool, queries, config, validators)),
-        ('/api/v1/profile/resend_confirmation', confirmations.ResendConfirmation(pool, queries, config)),
-        ('/resend_confirmation', confirmations.PublicResendConfirmation(pool, queries, config)),
-        ('/auth/email_revert', confirmations.RevertLink(pool, queries, config, 'email_revert')),
-        ('/auth/mfa_revert', confirmations.RevertLink(pool, queries, config, 'mfa_revert')),
+        (
+            '/api/v1/profile/resend_confirmation',
+            confirmations.ResendConfirmation(pool, queries, config),
+        ),
+        (
+            '/resend_confirmation',
+            confirmations.PublicResendConfirmation(pool, queries, config),
+        ),
+        (
+            '/auth/email_revert',
+            confirmations.RevertLink(pool, queries, config, 'email_revert'),
+        ),
+        (
+            '/auth/mfa_revert',
+            confirmations.RevertLink(pool, queries, config, 'mfa_revert'),
+        ),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).
     if config.signup_enabled:
-        table.append(('/api/v1/accounts', accounts.AccountCollection(pool, queries, config, validators)))
-    table += [(docs.DOCS_PATH, docs.DocsPage()), (docs.DOCS_PATH + '/assets/{name}', docs.DocsAsset())]
+        table.append(
+            (
+                '/api/v1/accounts',
+                accounts.AccountCollection(pool, queries, config, validators),
+            )
+        )
+    table += [
+        (docs.DOCS_PATH, docs.DocsPage()),
+        (docs.DOCS_PATH + '/assets/{name}', docs.DocsAsset()),
+    ]
     # Last: it describes every route above, and itself.
     table.append((apidoc.OPENAPI_PATH, openapi.OpenAPIDocument(table, validators)))
     return table
@@ -115,12 +178,21 @@ def check_access_declarations(route_table):
         declared = getattr(resource, 'access', {})
         for method in falcon.COMBINED_METHODS:
             if hasattr(resource, f'on_{method.lower()}') and method not in declared:
-                raise RuntimeError(f'{type(resource).__name__}.on_{method.lower()} has no access level')
+                raise RuntimeError(
+                    f'{type(resource).__name__}.on_{method.lower()} has no access level'
+                )
         for level in declared.values():
             if level not in LEVELS:
-                raise RuntimeError(f'{type(resource).__name__}: unknown access level {level!r}')
-            if level in ('member', 'administrator', 'administrator_session') and '{account_id' not in template:
-                raise RuntimeError(f'{template}: {level} access needs an account_id in the route')
+                raise RuntimeError(
+                    f'{type(resource).__name__}: unknown access level {level!r}'
+                )
+            if (
+                level in ('member', 'administrator', 'administrator_session')
+                and '{account_id' not in template
+            ):
+                raise RuntimeError(
+                    f'{template}: {level} access needs an account_id in the route'
+                )
 
 
 def create_app(config=None, pool=None):
@@ -145,8 +217,12 @@ def create_app(config=None, pool=None):
         DrainRequestBody(config.avatar_max_bytes + MULTIPART_OVERHEAD),
         # Early, so that its headers go on every answer, errors and 404s included.
         SecurityHeaders(),
-        RailsPaths(template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)),
+        RailsPaths(
+            template for template, _ in route_table if template.endswith(FORMAT_SUFFIX)
+        ),
         RequestId(config.forwarded_allow_ips),
+        # Before anything reads the request on its behalf (SPEC 3.4).
+        RefuseCrossSiteForms(config.frontend_url, config.cors_allowed_origins),
         TokenAuth(pool, queries, config),
         GatherRequestFacts(),
         RequireAccess(pool, queries),
@@ -165,11 +241,16 @@ def create_app(config=None, pool=None):
     # Multipart only reaches resources that list the method in ``multipart`` (the avatar
     # upload); JSONSchemaValidation answers 415 everywhere else. Form bodies are accepted
     # wherever JSON is (SPEC 11).
-    app.req_options.media_handlers = falcon.media.Handlers({
-        falcon.MEDIA_JSON: json_handler,
-        falcon.MEDIA_URLENCODED: FormHandler(JSON_BODY_LIMIT, too_large),
-        falcon.MEDIA_MULTIPART: falcon.media.MultipartFormHandler()})
-    app.resp_options.media_handlers = falcon.media.Handlers({falcon.MEDIA_JSON: json_handler, JSON: json_handler})
+    app.req_options.media_handlers = falcon.media.Handlers(
+        {
+            falcon.MEDIA_JSON: json_handler,
+            falcon.MEDIA_URLENCODED: FormHandler(JSON_BODY_LIMIT, too_large),
+            falcon.MEDIA_MULTIPART: falcon.media.MultipartFormHandler(),
+        }
+    )
+    app.resp_options.media_handlers = falcon.media.Handlers(
+        {falcon.MEDIA_JSON: json_handler, JSON: json_handler}
+    )
     app.req_options.strip_url_path_trailing_slash = True
     errors.install(app)
     for template, resource in route_table:

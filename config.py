@@ -43,7 +43,10 @@ class Config:
     bcrypt_rounds: int = 12
     rate_limits: bool = True
     # ipaddress networks; '*' is 0.0.0.0/0 and ::/0 (see _networks).
-    forwarded_allow_ips: tuple = (ipaddress.ip_network('127.0.0.1'), ipaddress.ip_network('::1'))
+    forwarded_allow_ips: tuple = (
+        ipaddress.ip_network('127.0.0.1'),
+        ipaddress.ip_network('::1'),
+    )
     pool_max_size: int = 2
     pool_timeout: float = 5.0
     # Issue 9 (SPEC 11): exact origins allowed cross-origin; empty means CORS is off.
@@ -125,11 +128,22 @@ def _url(env, name, default):
 
 def _origins(env, name):
     """Exact origins (``https://host[:port]``), comma-separated; ``*`` is refused."""
-    origins = tuple(origin.strip().rstrip('/') for origin in (env.get(name) or '').split(',') if origin.strip())
+    origins = tuple(
+        origin.strip().rstrip('/')
+        for origin in (env.get(name) or '').split(',')
+        if origin.strip()
+    )
     for origin in origins:
         parts = urllib.parse.urlsplit(origin)
-        if parts.scheme not in ('http', 'https') or not parts.netloc or parts.path or parts.query:
-            raise ConfigError(f'{name} must list origins like https://dashboard.example.com, got {origin!r}')
+        if (
+            parts.scheme not in ('http', 'https')
+            or not parts.netloc
+            or parts.path
+            or parts.query
+        ):
+            raise ConfigError(
+                f'{name} must list origins like https://dashboard.example.com, got {origin!r}'
+            )
     return origins
 
 
@@ -143,12 +157,17 @@ def _networks(env, name, default):
     networks = []
     for item in (part.strip() for part in raw.split(',')):
         if item == '*':
-            networks += [ipaddress.ip_network('0.0.0.0/0'), ipaddress.ip_network('::/0')]
+            networks += [
+                ipaddress.ip_network('0.0.0.0/0'),
+                ipaddress.ip_network('::/0'),
+            ]
         elif item:
             try:
                 networks.append(ipaddress.ip_network(item))
             except ValueError:
-                raise ConfigError(f'{name} must list IP addresses, CIDR networks or *, got {item!r}') from None
+                raise ConfigError(
+                    f'{name} must list IP addresses, CIDR networks or *, got {item!r}'
+                ) from None
     return tuple(networks)
 
 
@@ -159,13 +178,21 @@ def _smtp_tls(env):
     if not mode:
         mode = 'starttls' if legacy else 'off'
     elif mode not in SMTP_TLS_MODES:
-        raise ConfigError(f'SMTP_TLS must be one of {", ".join(SMTP_TLS_MODES)}, got {env["SMTP_TLS"]!r}')
+        raise ConfigError(
+            f'SMTP_TLS must be one of {", ".join(SMTP_TLS_MODES)}, got {env["SMTP_TLS"]!r}'
+        )
     elif legacy is not None and legacy != (mode == 'starttls'):
-        raise ConfigError(f'SMTP_STARTTLS={env["SMTP_STARTTLS"]} contradicts SMTP_TLS={mode}; unset SMTP_STARTTLS')
+        raise ConfigError(
+            f'SMTP_STARTTLS={env["SMTP_STARTTLS"]} contradicts SMTP_TLS={mode}; unset SMTP_STARTTLS'
+        )
     if env.get('SMTP_USERNAME') and mode == 'off':
-        raise ConfigError('SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
-                          '(set SMTP_TLS=starttls or implicit)')
+        raise ConfigError(
+            'SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
+            '(set SMTP_TLS=starttls or implicit)'
+        )
     return mode
+
+
 def _choice(env, name, choices):
     value = env.get(name) or choices[0]
     if value not in choices:
@@ -191,12 +218,19 @@ def _secret_key(env):
     if not raw:
         return None
     try:
-        key = base64.b64decode(raw.replace('-', '+').replace('_', '/') + '=' * (-len(raw) % 4), validate=True)
+        key = base64.b64decode(
+            raw.replace('-', '+').replace('_', '/') + '=' * (-len(raw) % 4),
+            validate=True,
+        )
     except (binascii.Error, ValueError):
-        raise ConfigError('SECRET_KEY must be base64 (e.g. the output of `openssl rand -base64 32`)') from None
+        raise ConfigError(
+            'SECRET_KEY must be base64 (e.g. the output of `openssl rand -base64 32`)'
+        ) from None
     if len(key) < 32:
-        raise ConfigError(f'SECRET_KEY must decode to at least 32 bytes, got {len(key)} '
-                          '(make one with `openssl rand -base64 32`)')
+        raise ConfigError(
+            f'SECRET_KEY must decode to at least 32 bytes, got {len(key)} '
+            '(make one with `openssl rand -base64 32`)'
+        )
     return key
 
 
@@ -208,14 +242,20 @@ def load(env=None):
     """
     from_os = env is None
     env = os.environ if env is None else env
-    database_url = env.get('DATABASE_URL') or (embedded_database_url() if from_os else None)
+    database_url = env.get('DATABASE_URL') or (
+        embedded_database_url() if from_os else None
+    )
     if not database_url:
-        raise ConfigError('DATABASE_URL is not set and there is no embedded database (start one with '
-                          'scripts/run, which writes var/run/database_url), or set DATABASE_URL to a '
-                          'PostgreSQL connection string')
+        raise ConfigError(
+            'DATABASE_URL is not set and there is no embedded database (start one with '
+            'scripts/run, which writes var/run/database_url), or set DATABASE_URL to a '
+            'PostgreSQL connection string'
+        )
     signup = env.get('ENABLE_ACCOUNT_SIGNUP', 'true') or 'true'
     if signup not in SIGNUP_MODES:
-        raise ConfigError(f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}')
+        raise ConfigError(
+            f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}'
+        )
     prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
     if not prefix.endswith('/'):
         raise ConfigError(f'AVATAR_URL_PREFIX must end with "/", got {prefix!r}')
@@ -223,22 +263,30 @@ def load(env=None):
     # Issue 10a (SPEC 15).
     breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
     if breached not in BREACHED_CHECKS:
-        raise ConfigError(f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got {breached!r}')
+        raise ConfigError(
+            f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got {breached!r}'
+        )
     return Config(
         database_url=database_url,
         enable_account_signup=signup,
         hcaptcha_secret=env.get('HCAPTCHA_SECRET') or None,
-        hcaptcha_verify_url=_url(env, 'HCAPTCHA_VERIFY_URL', 'https://api.hcaptcha.com/siteverify'),
+        hcaptcha_verify_url=_url(
+            env, 'HCAPTCHA_VERIFY_URL', 'https://api.hcaptcha.com/siteverify'
+        ),
         frontend_url=_url(env, 'FRONTEND_URL', 'http://localhost:3000'),
         mail_from=env.get('MAIL_FROM') or 'Frontdesk <accounts@localhost>',
         smtp_host=env.get('SMTP_HOST') or 'localhost',
-        smtp_port=_number(env, 'SMTP_PORT', 465 if smtp_tls == 'implicit' else 25, 1, 65535),
+        smtp_port=_number(
+            env, 'SMTP_PORT', 465 if smtp_tls == 'implicit' else 25, 1, 65535
+        ),
         smtp_username=env.get('SMTP_USERNAME') or None,
         smtp_password=env.get('SMTP_PASSWORD') or None,
         smtp_tls=smtp_tls,
         avatar_dir=env.get('AVATAR_DIR') or './var/avatars',
         avatar_url_prefix=prefix,
-        avatar_max_bytes=_number(env, 'AVATAR_MAX_BYTES', 8 * 1024 * 1024, 1024, 1024**3),
+        avatar_max_bytes=_number(
+            env, 'AVATAR_MAX_BYTES', 8 * 1024 * 1024, 1024, 1024**3
+        ),
         token_lifespan_days=_number(env, 'TOKEN_LIFESPAN_DAYS', 60, 1, 3650),
         bcrypt_rounds=_number(env, 'BCRYPT_ROUNDS', 12, 4, 31),
         rate_limits=_bool(env, 'RATE_LIMITS', True, true='on', false='off'),
@@ -247,14 +295,26 @@ def load(env=None):
         pool_timeout=_number(env, 'DB_POOL_TIMEOUT', 5.0, 0.1, 60, kind=float),
         cors_allowed_origins=_origins(env, 'CORS_ALLOWED_ORIGINS'),
         breached_password_check=breached,
-        hibp_range_url=_url(env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'),
+        hibp_range_url=_url(
+            env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'
+        ),
         # Issue 12. MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still read.
-        max_user_sessions=_number(env, 'MAX_USER_SESSIONS', _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000), 1, 1000),
-        session_idle_timeout_minutes=_number(env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600),
+        max_user_sessions=_number(
+            env,
+            'MAX_USER_SESSIONS',
+            _number(env, 'MAX_TOKENS_PER_USER', 25, 1, 1000),
+            1,
+            1000,
+        ),
+        session_idle_timeout_minutes=_number(
+            env, 'SESSION_IDLE_TIMEOUT_MINUTES', None, 1, 525600
+        ),
         audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
         reauth_window_minutes=_number(env, 'REAUTH_WINDOW_MINUTES', 15, 1, 1440),
         # issue 14 (SPEC 16)
-        prepared_statements=_bool(env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'),
+        prepared_statements=_bool(
+            env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'
+        ),
         migrate_database_url=env.get('MIGRATE_DATABASE_URL') or None,
         # Issue 11.
         mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),

@@ -28,7 +28,10 @@ MFA_ENROLLMENT_REQUIRED_BODY = {
 }
 INVALID_MFA_TOKEN_BODY = {'error': 'Invalid or expired MFA token'}
 INVALID_CODE_BODY = {'error': 'Invalid verification code'}
-REAUTHENTICATION_REQUIRED_BODY = {'error': 'Sign in again to change this', 'error_code': 'reauthentication_required'}
+REAUTHENTICATION_REQUIRED_BODY = {
+    'error': 'Sign in again to change this',
+    'error_code': 'reauthentication_required',
+}
 RETRY_AFTER_SECONDS = '5'
 
 

@@ -77,7 +77,9 @@ def write_json_error(sock, status_int, reason, mesg):
         # reason, not mesg: mesg quotes the client's request line or header.
         body = {'message': reason}
     payload = json.dumps(body).encode() + b'\n'
-    head = (f'HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n'
-            f'Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(payload)}\r\n'
-            f'X-Content-Type-Options: nosniff\r\nX-Request-Id: {request_id}\r\n\r\n')
+    head = (
+        f'HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n'
+        f'Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(payload)}\r\n'
+        f'X-Content-Type-Options: nosniff\r\nX-Request-Id: {request_id}\r\n\r\n'
+    )
     gunicorn.util.write_nonblock(sock, head.encode('latin-1') + payload)

@@ -22,11 +22,16 @@ class AccessLog:
     def process_response(self, req, resp, resource, req_succeeded):
         started = req.context.get('started')
         duration = (time.perf_counter() - started) * 1000 if started else 0.0
-        log.info('access', extra={'fields': {
-            'client_ip': req.context.get('client_ip') or req.remote_addr,
-            'method': req.method,
-            'path': escape(req.path),
-            'status': resp.status_code,
-            'duration_ms': f'{duration:.1f}',
-            'request_id': req.context.get('request_id', '-'),
-        }})
+        log.info(
+            'access',
+            extra={
+                'fields': {
+                    'client_ip': req.context.get('client_ip') or req.remote_addr,
+                    'method': req.method,
+                    'path': escape(req.path),
+                    'status': resp.status_code,
+                    'duration_ms': f'{duration:.1f}',
+                    'request_id': req.context.get('request_id', '-'),
+                }
+            },
+        )

@@ -33,20 +33,37 @@ import logging
 import orjson
 
 import errors
-import tokens
 from services import audit
 from services import sessions
+import tokens
 
 log = logging.getLogger('frontdesk')
-LEVELS = ('public', 'optional', 'user', 'session', 'enrolment', 'member', 'administrator',
-          'administrator_session')
+LEVELS = (
+    'public',
+    'optional',
+    'user',
+    'session',
+    'enrolment',
+    'member',
+    'administrator',
+    'administrator_session',
+)
 
 
 class Caller:
     """The authenticated user: ids and roles for the access rules, and the user JSON."""
 
-    __slots__ = ('id', 'email', 'doc_text', 'roles', 'token', 'session_id', 'mfa_enabled', 'enrollment_required',
-                 'setup')
+    __slots__ = (
+        'id',
+        'email',
+        'doc_text',
+        'roles',
+        'token',
+        'session_id',
+        'mfa_enabled',
+        'enrollment_required',
+        'setup',
+    )
 
     def __init__(self, row, token=None, setup=False):
         self.id = row['id']
@@ -58,12 +75,30 @@ class Caller:
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = row['doc']
         if self.doc_text is not None:
-            self.roles = {entry['id']: entry['role'] for entry in orjson.loads(self.doc_text)['accounts']}
+            self.roles = {
+                entry['id']: entry['role']
+                for entry in orjson.loads(self.doc_text)['accounts']
+            }
         else:
-            self.roles = {int(account_id): role for account_id, role in orjson.loads(row['roles'] or '{}').items()}
+            self.roles = {
+                int(account_id): role
+                for account_id, role in orjson.loads(row['roles'] or '{}').items()
+            }
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
         self.session_id = row['token_id'] if token is not None else None
+
+
+def _forwarded_header(req, name):
+    """``api_access_token`` or ``mfa_token``, when the peer is one of FORWARDED_ALLOW_IPS.
+
+    NOTE: gunicorn passes the underscore spelling only from those peers (gunicorn.conf.py,
+    docs/security.md), but the hyphenated one (``Api-Access-Token``) is an ordinary header
+    that reaches the WSGI environ under the same name from anyone. The documented rule is
+    that a client talking to gunicorn directly from elsewhere cannot use these headers, so
+    both spellings are held to it here; through nginx (a trusted peer) both still work.
+    """
+    return req.get_header(name) if req.context.get('from_trusted_proxy') else None
 
 
 def access_level(resource, method):
@@ -97,35 +132,60 @@ class TokenAuth:
         level = access_level(resource, req.method)
         if level in (None, 'public'):
             return
-        token, client, uid = req.get_header('access-token'), req.get_header('client'), req.get_header('uid')
-        api_token = req.get_header('api_access_token')
-        params = {'avatar_url_prefix': self._config.avatar_url_prefix,
-                  'with_doc': req.method in getattr(resource, 'caller_document', ())}
+        token, client, uid = (
+            req.get_header('access-token'),
+            req.get_header('client'),
+            req.get_header('uid'),
+        )
+        api_token = _forwarded_header(req, 'api_access_token')
+        params = {
+            'avatar_url_prefix': self._config.avatar_url_prefix,
+            'with_doc': req.method in getattr(resource, 'caller_document', ()),
+        }
         if token and client and uid:
-            req.context.caller = self._by_token(token, client, uid, {**params, 'idle_seconds': self._idle_seconds})
-        elif api_token and '\x00' not in api_token:  # PostgreSQL text holds no NUL: nobody's token
+            req.context.caller = self._by_token(
+                token, client, uid, {**params, 'idle_seconds': self._idle_seconds}
+            )
+        elif (
+            api_token and '\x00' not in api_token
+        ):  # PostgreSQL text holds no NUL: nobody's token
             with self._pool.connection() as conn:
-                row = conn.execute(self._by_access_token_sql, {**params, 'access_token': api_token}).fetchone()
+                row = conn.execute(
+                    self._by_access_token_sql, {**params, 'access_token': api_token}
+                ).fetchone()
             req.context.caller = Caller(row) if row else None
-        elif level == 'enrolment' and (setup_token := req.get_header('mfa_token')):
+        elif level == 'enrolment' and (
+            setup_token := _forwarded_header(req, 'mfa_token')
+        ):
             with self._pool.connection() as conn:
-                row = conn.execute(self._by_setup_token_sql, {'digest': tokens.digest(setup_token)}).fetchone()
+                row = conn.execute(
+                    self._by_setup_token_sql, {'digest': tokens.digest(setup_token)}
+                ).fetchone()
             req.context.caller = Caller(row, setup=True) if row else None
 
     def _by_token(self, token, client, uid, params):
         with self._pool.connection() as conn:
-            row = conn.execute(self._by_token_sql, {**params, 'digest': tokens.digest(token)}).fetchone()
+            row = conn.execute(
+                self._by_token_sql, {**params, 'digest': tokens.digest(token)}
+            ).fetchone()
             if row is None:
                 return None
             # The digest found the row; client and uid must match too, compared in
             # constant time so a response's timing tells nothing about either.
-            client_ok = hmac.compare_digest(row['client'].encode(), client.encode('utf-8', 'surrogatepass'))
-            uid_ok = hmac.compare_digest(row['email'].encode(), uid.strip().lower().encode('utf-8', 'surrogatepass'))
+            client_ok = hmac.compare_digest(
+                row['client'].encode(), client.encode('utf-8', 'surrogatepass')
+            )
+            uid_ok = hmac.compare_digest(
+                row['email'].encode(),
+                uid.strip().lower().encode('utf-8', 'surrogatepass'),
+            )
             if not (client_ok and uid_ok):
                 return None
             refresh = row['now'] - row['last_used_at'] > self._touch_after
             if refresh or not row['used']:
-                conn.execute(self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh})
+                conn.execute(
+                    self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh}
+                )
         return Caller(row, token=(token, row['client'], row['expires_at']))
 
     def process_response(self, req, resp, resource, req_succeeded):
@@ -156,8 +216,11 @@ class RequireAccess:
         caller = req.context.caller
         if level == 'optional':
             # Optional credentials that are sent are held to the account's MFA requirement too.
-            if caller is not None and caller.enrollment_required and not getattr(resource, 'before_enrolment',
-                                                                                  False):
+            if (
+                caller is not None
+                and caller.enrollment_required
+                and not getattr(resource, 'before_enrolment', False)
+            ):
                 raise errors.MFAEnrollmentRequired()
             return
         if caller is None:
@@ -166,7 +229,9 @@ class RequireAccess:
             if caller.token is None and not caller.setup:
                 raise errors.NeedsSession()
             return
-        if caller.enrollment_required and not getattr(resource, 'before_enrolment', False):
+        if caller.enrollment_required and not getattr(
+            resource, 'before_enrolment', False
+        ):
             raise errors.MFAEnrollmentRequired()
         if level == 'user':
             return
@@ -179,13 +244,31 @@ class RequireAccess:
             raise errors.NotFound()
         if level == 'administrator_session' and caller.token is None:
             raise errors.NeedsSession()
-        if level in ('administrator', 'administrator_session') and role != 'administrator':
-            log.warning('refused %s %s to user %s (role %s) request_id=%s', req.method, req.uri_template,
-                        caller.id, role, req.context.request_id)
+        if (
+            level in ('administrator', 'administrator_session')
+            and role != 'administrator'
+        ):
+            log.warning(
+                'refused %s %s to user %s (role %s) request_id=%s',
+                req.method,
+                req.uri_template,
+                caller.id,
+                role,
+                req.context.request_id,
+            )
             with self._pool.connection() as conn:
-                audit.record(conn, self._queries, 'access_refused', account_id=params['account_id'],
-                             facts=req.context.facts,
-                             details={'method': req.method, 'route': req.uri_template, 'role': role})
+                audit.record(
+                    conn,
+                    self._queries,
+                    'access_refused',
+                    account_id=params['account_id'],
+                    facts=req.context.facts,
+                    details={
+                        'method': req.method,
+                        'route': req.uri_template,
+                        'role': role,
+                    },
+                )
             raise errors.NotAuthorized()
 
 

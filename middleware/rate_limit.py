@@ -56,7 +56,11 @@ class RateLimit:
             value = self._key(req, key)
             if value is None:
                 continue
-            name = f'{req.uri_template} {when[0]}' if when else f'{req.method} {req.uri_template}'
+            name = (
+                f'{req.uri_template} {when[0]}'
+                if when
+                else f'{req.method} {req.uri_template}'
+            )
             bucket = f'{name}|{key}={value}|{period}'
             buckets.append(bucket)
             periods.append(period)
@@ -64,8 +68,12 @@ class RateLimit:
         if not buckets:
             return
         with self._pool.connection() as conn:
-            rows = conn.execute(self._hit_sql, {'buckets': buckets, 'periods': periods}).fetchall()
-        over = [row['retry_after'] for row in rows if row['hits'] > limits[row['bucket']]]
+            rows = conn.execute(
+                self._hit_sql, {'buckets': buckets, 'periods': periods}
+            ).fetchall()
+        over = [
+            row['retry_after'] for row in rows if row['hits'] > limits[row['bucket']]
+        ]
         if over:
             # A resource may want the refusal recorded (sign-in: an audit event).
             if hasattr(resource, 'on_rate_limited'):

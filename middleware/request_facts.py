@@ -11,5 +11,9 @@ class GatherRequestFacts:
     """
 
     def process_resource(self, req, resp, resource, params):
-        req.context.facts = audit.request_facts(req.context.get('client_ip'), req.user_agent,
-                                                req.context.get('caller'), req.context.get('request_id'))
+        req.context.facts = audit.request_facts(
+            req.context.get('client_ip'),
+            req.user_agent,
+            req.context.get('caller'),
+            req.context.get('request_id'),
+        )

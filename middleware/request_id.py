@@ -42,6 +42,7 @@ class RequestId:
 
     def process_request(self, req, resp):
         trusted = is_trusted(req.remote_addr, self._trusted)
+        req.context.from_trusted_proxy = trusted
         request_id = req.get_header('X-Request-Id') if trusted else None
         if not request_id or not _REQUEST_ID.match(request_id):
             request_id = uuid.uuid4().hex
@@ -51,4 +52,6 @@ class RequestId:
         req.context.client_ip = real_ip if _is_address(real_ip) else req.remote_addr
 
     def process_response(self, req, resp, resource, req_succeeded):
-        resp.set_header('X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex)
+        resp.set_header(
+            'X-Request-Id', req.context.get('request_id') or uuid.uuid4().hex
+        )

@@ -19,7 +19,7 @@ def normalize(path, literal_paths=frozenset()):
     if len(path) > 1 and path.endswith('/'):
         path = path[:-1]
     if path.endswith(FORMAT_SUFFIX) and path not in literal_paths:
-        path = path[:-len(FORMAT_SUFFIX)]
+        path = path[: -len(FORMAT_SUFFIX)]
         if len(path) > 1 and path.endswith('/'):
             path = path[:-1]
     return path or '/'

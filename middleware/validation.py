@@ -8,12 +8,14 @@ import re
 
 import falcon
 
-import errors
 from bodies import JSON_BODY_LIMIT
 from bodies import MULTIPART_OVERHEAD
 from bodies import too_large
+import errors
 
-UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json or application/x-www-form-urlencoded'
+UNSUPPORTED_MEDIA_TYPE = (
+    'Content-Type must be application/json or application/x-www-form-urlencoded'
+)
 
 
 _MULTIPART = re.compile(r'^\s*multipart/form-data\b', re.IGNORECASE)
@@ -63,7 +65,9 @@ class JSONSchemaValidation:
             content_type = (req.content_type or 'application/json').lower()
             form = content_type.startswith(falcon.MEDIA_URLENCODED)
             if not (form or content_type.startswith(falcon.MEDIA_JSON)):
-                raise errors.APIError(falcon.HTTP_415, {'message': UNSUPPORTED_MEDIA_TYPE})
+                raise errors.APIError(
+                    falcon.HTTP_415, {'message': UNSUPPORTED_MEDIA_TYPE}
+                )
             doc = req.get_media(default_when_empty={})
             if form:
                 doc = self._validators[name].coerce(doc)

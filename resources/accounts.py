@@ -3,17 +3,19 @@
 from psycopg.types.json import Jsonb
 
 import errors
-import tokens
 from resources import send_json_text
 from services import addresses
 from services import audit
 from services import captcha
 from services import passwords
 from services import users
+import tokens
 
 INVALID_PARAMS = 'Invalid, please check the signup parameters and try again'
 CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
-ENFORCE_MFA_NEEDS_MFA = 'Enforce mfa needs two-factor sign-in turned on for yourself first'
+ENFORCE_MFA_NEEDS_MFA = (
+    'Enforce mfa needs two-factor sign-in turned on for yourself first'
+)
 
 
 def _text(doc, key):
@@ -50,53 +52,91 @@ class AccountCollection:
             raise errors.Forbidden(INVALID_PARAMS)
         if caller is not None:
             return self._add_account(req, resp, doc, caller)
-        if not all(_text(doc, key) for key in ('account_name', 'email', 'user_full_name')):
+        if not all(
+            _text(doc, key) for key in ('account_name', 'email', 'user_full_name')
+        ):
             raise errors.Forbidden(INVALID_PARAMS)
         if not addresses.is_valid(doc['email']):
             raise errors.Forbidden('You have entered an invalid email')
         email = addresses.normalise(doc['email'])
-        captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
+        captcha.verify(
+            self._config, doc.get('h_captcha_client_response'), req.context.client_ip
+        )
         with self._pool.connection() as conn:
-            taken = conn.execute(self._queries['users.email_taken'], {'email': email}).fetchone()['taken']
+            taken = conn.execute(
+                self._queries['users.email_taken'], {'email': email}
+            ).fetchone()['taken']
         if taken:
-            raise errors.Forbidden(f'You have already signed up for an account with {email}')
+            raise errors.Forbidden(
+                f'You have already signed up for an account with {email}'
+            )
         self._validate(doc)
-        found = passwords.problem(self._config, doc['password'], email=email, name=_text(doc, 'user_full_name'))
+        found = passwords.problem(
+            self._config,
+            doc['password'],
+            email=email,
+            name=_text(doc, 'user_full_name'),
+        )
         if found:
             raise errors.Unprocessable([found])
         hashed = passwords.hash_password(doc['password'], self._config.bcrypt_rounds)
         try:
             with self._pool.connection() as conn:
                 user_id, token, client, expires_at = users.sign_up(
-                    conn, self._queries, self._config, account_name=_text(doc, 'account_name'),
-                    locale=doc.get('locale') or 'en', name=_text(doc, 'user_full_name'),
-                    email=email, encrypted_password=hashed, facts=req.context.facts)
+                    conn,
+                    self._queries,
+                    self._config,
+                    account_name=_text(doc, 'account_name'),
+                    locale=doc.get('locale') or 'en',
+                    name=_text(doc, 'user_full_name'),
+                    email=email,
+                    encrypted_password=hashed,
+                    facts=req.context.facts,
+                )
                 user_doc = self._user_document(conn, user_id)
         except users.EmailTaken:
-            raise errors.Forbidden(f'You have already signed up for an account with {email}') from None
+            raise errors.Forbidden(
+                f'You have already signed up for an account with {email}'
+            ) from None
         tokens.set_headers(resp, token, client, expires_at, email)
         send_json_text(resp, user_doc, key='data')
 
     def _add_account(self, req, resp, doc, caller):
         if not _text(doc, 'account_name'):
             raise errors.Forbidden(INVALID_PARAMS)
-        self._validate({key: doc[key] for key in ('account_name', 'locale') if key in doc})
+        self._validate(
+            {key: doc[key] for key in ('account_name', 'locale') if key in doc}
+        )
         with self._pool.connection() as conn:
             with conn.transaction():
-                users.add_account(conn, self._queries, user_id=caller.id, account_name=_text(doc, 'account_name'),
-                                  locale=doc.get('locale') or 'en', stamp_active=True)
+                users.add_account(
+                    conn,
+                    self._queries,
+                    user_id=caller.id,
+                    account_name=_text(doc, 'account_name'),
+                    locale=doc.get('locale') or 'en',
+                    stamp_active=True,
+                )
             user_doc = self._user_document(conn, caller.id)
         send_json_text(resp, user_doc, key='data')
 
     def _user_document(self, conn, user_id):
-        return conn.execute(self._queries['users.document'], {
-            'user_id': user_id, 'avatar_url_prefix': self._config.avatar_url_prefix,
-        }).fetchone()['doc']
+        return conn.execute(
+            self._queries['users.document'],
+            {
+                'user_id': user_id,
+                'avatar_url_prefix': self._config.avatar_url_prefix,
+            },
+        ).fetchone()['doc']
 
 
 class AccountItem:
     access = {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
-    responses = {'GET': {200: 'account'}, 'PUT': {200: 'account'}, 'PATCH': {200: 'account'}}
+    responses = {
+        'GET': {200: 'account'},
+        'PUT': {200: 'account'},
+        'PATCH': {200: 'account'},
+    }
     schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
     # Whether members must use MFA is account security: not for integration tokens (SPEC 3.4).
     session_fields = {'PUT': ('enforce_mfa',), 'PATCH': ('enforce_mfa',)}
@@ -110,7 +150,9 @@ class AccountItem:
 
     def on_get(self, req, resp, account_id):
         with self._pool.connection() as conn:
-            row = conn.execute(self._document_sql, {'account_id': account_id}).fetchone()
+            row = conn.execute(
+                self._document_sql, {'account_id': account_id}
+            ).fetchone()
         _send_row(resp, row)
 
     def on_put(self, req, resp, account_id):
@@ -121,11 +163,19 @@ class AccountItem:
         if patch.get('enforce_mfa') is True and not req.context.caller.mfa_enabled:
             raise errors.Unprocessable.field('enforce_mfa', ENFORCE_MFA_NEEDS_MFA)
         with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}).fetchone()
+            row = conn.execute(
+                self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}
+            ).fetchone()
             if row is not None and patch:
                 # The fields, never their values (SPEC 14).
-                audit.record(conn, self._queries, 'account_settings_changed', account_id=account_id,
-                             facts=req.context.facts, details={'fields': sorted(patch)})
+                audit.record(
+                    conn,
+                    self._queries,
+                    'account_settings_changed',
+                    account_id=account_id,
+                    facts=req.context.facts,
+                    details={'fields': sorted(patch)},
+                )
         _send_row(resp, row)
 
     on_patch = on_put
@@ -141,7 +191,9 @@ class AccountCacheKeys:
 
     def on_get(self, req, resp, account_id):
         with self._pool.connection() as conn:
-            row = conn.execute(self._cache_keys_sql, {'account_id': account_id}).fetchone()
+            row = conn.execute(
+                self._cache_keys_sql, {'account_id': account_id}
+            ).fetchone()
         _send_row(resp, row)
         resp.cache_control = [CACHE_CONTROL]
 
@@ -158,5 +210,8 @@ class AccountActiveAt:
 
     def on_post(self, req, resp, account_id):
         with self._pool.connection() as conn:
-            conn.execute(self._stamp_sql, {'user_id': req.context.caller.id, 'account_id': account_id})
+            conn.execute(
+                self._stamp_sql,
+                {'user_id': req.context.caller.id, 'account_id': account_id},
+            )
         resp.media = {}

@@ -10,7 +10,10 @@ NO_BOUND = 2**63 - 1  # before= absent: every id is below it
 
 
 def _page(query):
-    return {'before': query.get('before', NO_BOUND), 'limit': query.get('limit', DEFAULT_LIMIT)}
+    return {
+        'before': query.get('before', NO_BOUND),
+        'limit': query.get('limit', DEFAULT_LIMIT),
+    }
 
 
 def _time(value):
@@ -34,8 +37,10 @@ class ProfileAuditEvents:
 
     def on_get(self, req, resp):
         with self._pool.connection() as conn:
-            row = conn.execute(self._list_sql, {'user_id': req.context.caller.id,
-                                                **_page(req.context.query)}).fetchone()
+            row = conn.execute(
+                self._list_sql,
+                {'user_id': req.context.caller.id, **_page(req.context.query)},
+            ).fetchone()
         send_json_text(resp, row['doc'])
 
 
@@ -53,9 +58,16 @@ class AccountAuditEvents:
     def on_get(self, req, resp, account_id):
         query = req.context.query
         with self._pool.connection() as conn:
-            row = conn.execute(self._list_sql, {
-                'account_id': account_id, 'sign_in_events': list(audit.SIGN_IN_EVENTS), **_page(query),
-                'event': query.get('event'), 'user_id': query.get('user_id'),
-                'since': _time(query.get('since')), 'until': _time(query.get('until')),
-            }).fetchone()
+            row = conn.execute(
+                self._list_sql,
+                {
+                    'account_id': account_id,
+                    'sign_in_events': list(audit.SIGN_IN_EVENTS),
+                    **_page(query),
+                    'event': query.get('event'),
+                    'user_id': query.get('user_id'),
+                    'since': _time(query.get('since')),
+                    'until': _time(query.get('until')),
+                },
+            ).fetchone()
         send_json_text(resp, row['doc'])

@@ -6,7 +6,6 @@ sign-in token but the one it issues.
 """
 
 import errors
-import tokens
 from resources import send_challenge
 from resources import send_signed_in
 from services import addresses
@@ -17,10 +16,13 @@ from services import mfa
 from services import passwords
 from services import profiles
 from services import sessions
+import tokens
 
 INVALID_TOKEN = 'Invalid token'
-RESET_REQUESTED = {'message': 'Request for password reset is successful. '
-                              'A email with instructions will be sent to your email if it exists.'}
+RESET_REQUESTED = {
+    'message': 'Request for password reset is successful. '
+    'A email with instructions will be sent to your email if it exists.'
+}
 
 
 def _digest(doc, key):
@@ -49,33 +51,68 @@ class Confirmation:
         # users_email_key, which errors.py answers with "Email has already been taken".
         with self._pool.connection() as conn:
             with conn.transaction():
-                row = conn.execute(self._queries['confirmations.confirm'],
-                                   {'token_digest': digest}).fetchone()
+                row = conn.execute(
+                    self._queries['confirmations.confirm'], {'token_digest': digest}
+                ).fetchone()
                 if row is None or row['user_id'] is None:
                     already = row is not None and row['already_confirmed']
-                    raise errors.Unprocessable(message='Already confirmed' if already else INVALID_TOKEN)
+                    raise errors.Unprocessable(
+                        message='Already confirmed' if already else INVALID_TOKEN
+                    )
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass).
                 kind = mfa.challenge_kind(conn, self._queries, row['user_id'])
-                session = None if kind else sessions.issue(conn, self._queries, self._config, row['user_id'],
-                                                           facts=req.context.facts)
+                session = (
+                    None
+                    if kind
+                    else sessions.issue(
+                        conn,
+                        self._queries,
+                        self._config,
+                        row['user_id'],
+                        facts=req.context.facts,
+                    )
+                )
                 # Sessions and links from before the address was proven may be someone
                 # else's (who signed up with it, or asked to move the account to it).
-                credentials.change(conn, self._queries, self._config, row['user_id'],
-                                   reason='email_confirmation' if row['changed_address'] else 'confirmation',
-                                   keep_client=session and session[1], facts=req.context.facts,
-                                   session_id=session and session.id)
+                credentials.change(
+                    conn,
+                    self._queries,
+                    self._config,
+                    row['user_id'],
+                    reason='email_confirmation'
+                    if row['changed_address']
+                    else 'confirmation',
+                    keep_client=session and session[1],
+                    facts=req.context.facts,
+                    session_id=session and session.id,
+                )
                 if kind:
                     # After the credential change, which voids every earlier one-time token.
-                    return send_challenge(resp, mfa.issue_challenge(conn, self._queries, row['user_id'],
-                                                                    row['email'], kind))
-            send_signed_in(resp, conn, self._queries, self._config, row['user_id'], session, row['email'])
+                    return send_challenge(
+                        resp,
+                        mfa.issue_challenge(
+                            conn, self._queries, row['user_id'], row['email'], kind
+                        ),
+                    )
+            send_signed_in(
+                resp,
+                conn,
+                self._queries,
+                self._config,
+                row['user_id'],
+                session,
+                row['email'],
+            )
 
 
 class Password:
     """Ask for a password reset link (POST), and use it (PUT) (SPEC 3.1)."""
 
     access = {'POST': 'public', 'PUT': 'public'}
-    responses = {'POST': {200: 'reset_requested'}, 'PUT': {200: 'signed_in', 206: 'mfa_challenge'}}
+    responses = {
+        'POST': {200: 'reset_requested'},
+        'PUT': {200: 'signed_in', 206: 'mfa_challenge'},
+    }
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
     # A bad link is reported before the password rules: no new password can fix it.
@@ -93,7 +130,9 @@ class Password:
         if addresses.is_valid(email):
             with self._pool.connection() as conn:
                 with conn.transaction():
-                    mail.request_password_reset(conn, self._queries, self._config, addresses.normalise(email))
+                    mail.request_password_reset(
+                        conn, self._queries, self._config, addresses.normalise(email)
+                    )
         resp.media = RESET_REQUESTED
 
     def on_put(self, req, resp):
@@ -102,48 +141,105 @@ class Password:
         problems = self._password_problems(doc)
         with self._pool.connection() as conn:
             with conn.transaction():
-                user = conn.execute(self._queries['confirmations.take_reset_token'],
-                                    {'token_digest': digest}).fetchone()
+                user = conn.execute(
+                    self._queries['confirmations.take_reset_token'],
+                    {'token_digest': digest},
+                ).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
                 # A refusal rolls the token's use back: the link still works for a better password.
-                found = problems or [passwords.problem(self._config, doc['password'], email=user['email'],
-                                                       name=user['name'], current_hash=user['encrypted_password'])]
+                found = problems or [
+                    passwords.problem(
+                        self._config,
+                        doc['password'],
+                        email=user['email'],
+                        name=user['name'],
+                        current_hash=user['encrypted_password'],
+                    )
+                ]
                 if any(found):
                     raise errors.Unprocessable(filter(None, found))
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass);
                 # else the new token first, so that revoking "every other token" spares it.
                 kind = mfa.challenge_kind(conn, self._queries, user['id'])
-                session = None if kind else sessions.issue(conn, self._queries, self._config, user['id'],
-                                                           facts=req.context.facts)
-                passwords.change(conn, self._queries, self._config, user['id'], doc['password'],
-                                 keep_client=session and session[1], confirm=True, reason='password_reset',
-                                 facts=req.context.facts, session_id=session and session.id)
+                session = (
+                    None
+                    if kind
+                    else sessions.issue(
+                        conn,
+                        self._queries,
+                        self._config,
+                        user['id'],
+                        facts=req.context.facts,
+                    )
+                )
+                passwords.change(
+                    conn,
+                    self._queries,
+                    self._config,
+                    user['id'],
+                    doc['password'],
+                    keep_client=session and session[1],
+                    confirm=True,
+                    reason='password_reset',
+                    facts=req.context.facts,
+                    session_id=session and session.id,
+                )
                 if kind:
                     # After the credential change, which voids every earlier one-time token.
-                    return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
-                                                                    user['email'], kind))
-            send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+                    return send_challenge(
+                        resp,
+                        mfa.issue_challenge(
+                            conn, self._queries, user['id'], user['email'], kind
+                        ),
+                    )
+            send_signed_in(
+                resp,
+                conn,
+                self._queries,
+                self._config,
+                user['id'],
+                session,
+                user['email'],
+            )
 
     def _password_problems(self, doc):
         found = self._validator.errors(doc)
         confirmation = doc.get('password_confirmation')
         if isinstance(confirmation, str) and confirmation != doc.get('password'):
-            found.append(('password_confirmation', "Password confirmation doesn't match Password"))
+            found.append(
+                (
+                    'password_confirmation',
+                    "Password confirmation doesn't match Password",
+                )
+            )
         return found
 
 
 def _resend(pool, queries, config, user_id=None, email=None):
     """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7).
 
-    A link to a pending address counts as an e-mail change (SPEC 3.3: at most 5 a day).
-    Without a user to mail, the same statements run (mail.request_confirmation).
+    A signed-in user's link to a pending address counts as an e-mail change (SPEC 3.3: at
+    most 5 a day), taken or not, so the 429 of the next change tells nothing. An anonymous
+    resend (``email``) never spends that quota: anyone could use it up, and tell a taken
+    pending address from a free one by it; mail to one address is bounded per address
+    instead (mail.sql, SPEC 3.4). Without a user to mail, the same statements run
+    (mail.request_confirmation).
     """
     with pool.connection() as conn:
         with conn.transaction():
-            row = conn.execute(queries['confirmations.address_to_confirm'],
-                               {'user_id': user_id, 'email': email}).fetchone()
-            if row is not None and row['new_address'] and profiles.email_changes_exhausted(conn, queries, row['id']):
+            row = conn.execute(
+                queries['confirmations.address_to_confirm'],
+                {'user_id': user_id, 'email': email},
+            ).fetchone()
+            if (
+                row is not None
+                and row['new_address']
+                and user_id is not None
+                and profiles.email_changes_exhausted(conn, queries, row['id'])
+            ):
+                row = None
+            if row is not None and row['taken']:
                 row = None
             # The signed-in resend has no address to hide: nothing to confirm, nothing to do.
             if row is not None or email is not None:
@@ -185,9 +281,22 @@ class RevertLink:
                 user = conn.execute(self._take_sql, {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                credentials.change(conn, self._queries, self._config, user['id'], reason=self._reason,
-                                   facts=req.context.facts)
-                mail.send_reset_password(conn, self._queries, self._config, user['id'], user['name'], user['email'])
+                credentials.change(
+                    conn,
+                    self._queries,
+                    self._config,
+                    user['id'],
+                    reason=self._reason,
+                    facts=req.context.facts,
+                )
+                mail.send_reset_password(
+                    conn,
+                    self._queries,
+                    self._config,
+                    user['id'],
+                    user['name'],
+                    user['email'],
+                )
         resp.media = {}
 
 
@@ -228,9 +337,16 @@ class PublicResendConfirmation:
 
     def on_post(self, req, resp):
         doc = req.context.doc
-        captcha.verify(self._config, doc.get('h_captcha_client_response'), req.context.client_ip)
+        captcha.verify(
+            self._config, doc.get('h_captcha_client_response'), req.context.client_ip
+        )
         email = doc.get('email')
         # No mail to what is not one address (SPEC 3.3: "root,victim@example.com").
         if addresses.is_valid(email):
-            _resend(self._pool, self._queries, self._config, email=addresses.normalise(email))
+            _resend(
+                self._pool,
+                self._queries,
+                self._config,
+                email=addresses.normalise(email),
+            )
         resp.media = {}

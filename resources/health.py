@@ -4,8 +4,8 @@ import datetime
 
 import falcon
 
-import db
 from config import VERSION
+import db
 
 
 def _ask(pool, sql, timeout):
@@ -43,8 +43,11 @@ class Ready:
         if applied is None or missing:
             resp.status = falcon.HTTP_503
             resp.set_header('Retry-After', '5')
-            resp.media = {'message': 'Service temporarily unavailable',
-                          'database': applied is not None, 'pending_migrations': missing}
+            resp.media = {
+                'message': 'Service temporarily unavailable',
+                'database': applied is not None,
+                'pending_migrations': missing,
+            }
             return
         resp.media = {'status': 'ready'}
 
@@ -67,8 +70,9 @@ class ApiInfo:
         answered = _ask(self._pool, self._ping_sql, timeout=1) is not None
         resp.media = {
             'version': VERSION,
-            'timestamp': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds').replace(
-                '+00:00', 'Z'),
+            'timestamp': datetime.datetime.now(datetime.timezone.utc)
+            .isoformat(timespec='seconds')
+            .replace('+00:00', 'Z'),
             # The "queue" is the mail outbox, a table of the same database.
             'queue_services': 'ok',
             'data_services': 'ok' if answered else 'error',

@@ -5,6 +5,7 @@ that an account's MFA requirement hands out at sign-in; never ``api_access_token
 Enabling and disabling are credential changes (SPEC 3.3).
 """
 
+from services import guessing
 from services import mfa
 
 # Per user, beside the sign-in limits: 5 codes a minute cannot walk a 6-digit space.
@@ -23,7 +24,8 @@ class MFA:
     access = {'GET': 'enrolment', 'POST': 'enrolment', 'DELETE': 'enrolment'}
     responses = {
         'GET': {200: 'mfa_status'},
-        'POST': {200: 'mfa_provisioning', 403: 'mfa_unavailable'},
+        # 429: the caller's password guessing budget is spent (SPEC 3.4).
+        'POST': {200: 'mfa_provisioning', 403: 'mfa_unavailable', 429: 'rate_limited'},
         'DELETE': {200: 'mfa_disabled', 403: 'mfa_unavailable'},
     }
     schemas = {'POST': 'mfa_enable', 'DELETE': 'mfa_disable'}
@@ -36,24 +38,55 @@ class MFA:
 
     def on_get(self, req, resp):
         with self._pool.connection() as conn:
-            resp.media = mfa.status(conn, self._queries, self._config, req.context.caller.id)
+            resp.media = mfa.status(
+                conn, self._queries, self._config, req.context.caller.id
+            )
 
     def on_post(self, req, resp):
         mfa.require_available(self._config)
+        caller, password = req.context.caller, req.context.doc.get('password')
+        # The password, when sent, spends the caller's guessing budget (SPEC 3.4).
+        kinds = ('password',) if isinstance(password, str) else ()
         with self._pool.connection() as conn:
-            with conn.transaction():
-                resp.media = mfa.start_enrolment(conn, self._queries, self._config, req.context.caller.id,
-                                                 req.context.doc.get('password'))
+            with guessing.guard(
+                conn, self._queries, self._config, caller.id, kinds, req.context.facts
+            ) as checks:
+                with conn.transaction():
+                    resp.media = mfa.start_enrolment(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        password,
+                        checks=checks,
+                    )
         resp.cache_control = NO_STORE
 
     def on_delete(self, req, resp):
         mfa.require_available(self._config)
         doc, caller = req.context.doc, req.context.caller
         with self._pool.connection() as conn:
-            with conn.transaction():
-                mfa.disable(conn, self._queries, self._config, caller.id, doc.get('password'),
-                            doc.get('otp_code'), doc.get('backup_code'), _keep_client(caller),
-                            facts=req.context.facts)
+            with guessing.guard(
+                conn,
+                self._queries,
+                self._config,
+                caller.id,
+                ('password', 'second_factor'),
+                req.context.facts,
+            ) as checks:
+                with conn.transaction():
+                    mfa.disable(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        doc.get('password'),
+                        doc.get('otp_code'),
+                        doc.get('backup_code'),
+                        _keep_client(caller),
+                        facts=req.context.facts,
+                        checks=checks,
+                    )
         resp.media = {'enabled': False}
 
 
@@ -67,7 +100,11 @@ class MFACodeAction:
     # action: (request schema, response name, the service function)
     ACTIONS = {
         'verify': ('mfa_verify', 'mfa_enabled', mfa.enable),
-        'backup_codes': ('mfa_backup_codes', 'mfa_backup_codes', mfa.regenerate_recovery_codes),
+        'backup_codes': (
+            'mfa_backup_codes',
+            'mfa_backup_codes',
+            mfa.regenerate_recovery_codes,
+        ),
     }
 
     def __init__(self, pool, queries, config, action):
@@ -82,8 +119,23 @@ class MFACodeAction:
         mfa.require_available(self._config)
         caller = req.context.caller
         with self._pool.connection() as conn:
-            with conn.transaction():
-                resp.media = self._action(conn, self._queries, self._config, caller.id,
-                                          req.context.doc.get('otp_code'), _keep_client(caller),
-                                          facts=req.context.facts)
+            with guessing.guard(
+                conn,
+                self._queries,
+                self._config,
+                caller.id,
+                ('second_factor',),
+                req.context.facts,
+            ) as checks:
+                with conn.transaction():
+                    resp.media = self._action(
+                        conn,
+                        self._queries,
+                        self._config,
+                        caller.id,
+                        req.context.doc.get('otp_code'),
+                        _keep_client(caller),
+                        facts=req.context.facts,
+                        checks=checks,
+                    )
         resp.cache_control = NO_STORE

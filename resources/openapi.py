@@ -14,7 +14,9 @@ class OpenAPIDocument:
 
     def __init__(self, route_table, validators):
         schemas = {stem: validator.schema for stem, validator in validators.items()}
-        self.document = apidoc.build([*route_table, (apidoc.OPENAPI_PATH, self)], schemas)
+        self.document = apidoc.build(
+            [*route_table, (apidoc.OPENAPI_PATH, self)], schemas
+        )
         self._body = orjson.dumps(self.document)
 
     def on_get(self, req, resp):

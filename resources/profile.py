@@ -3,16 +3,26 @@
 import io
 import re
 
-import errors
 from bodies import JSONHandler
+import errors
 from resources import send_json_text
 from services import avatars
 from services import credentials
 from services import profiles
 
 # Multipart text fields; anything else named profile[...] is ignored like an unknown JSON key.
-_TEXT_FIELDS = frozenset(('name', 'display_name', 'email', 'phone_number', 'message_signature',
-                          'current_password', 'password', 'password_confirmation'))
+_TEXT_FIELDS = frozenset(
+    (
+        'name',
+        'display_name',
+        'email',
+        'phone_number',
+        'message_signature',
+        'current_password',
+        'password',
+        'password_confirmation',
+    )
+)
 _FIELD_NAME = re.compile(r'profile\[(\w+)\]')
 _JSON = JSONHandler()
 # Decoding an avatar is the costliest thing a signed-in user can ask for: 10 uploads per
@@ -25,7 +35,11 @@ class Profile:
     caller_document = {'GET'}
     # 403: an e-mail or password change with api_access_token, or an e-mail change without
     # recent authentication (SPEC 3.4); 429: the sixth e-mail change in 24 hours (SPEC 3.3).
-    _update = {200: 'user', 403: ('needs_session', 'reauthentication_required'), 429: 'rate_limited'}
+    _update = {
+        200: 'user',
+        403: ('needs_session', 'reauthentication_required'),
+        429: 'rate_limited',
+    }
     responses = {'GET': {200: 'user'}, 'PUT': _update, 'PATCH': _update}
     schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
     multipart = {'PUT', 'PATCH'}
@@ -47,8 +61,17 @@ class Profile:
         caller = req.context.caller
         keep_client = caller.token[1] if caller.token else None
         with self._pool.connection() as conn:
-            doc = profiles.update(conn, self._queries, self._config, self._validator, caller.id,
-                                  req.context.doc, req.context.get('avatar'), keep_client, facts=req.context.facts)
+            doc = profiles.update(
+                conn,
+                self._queries,
+                self._config,
+                self._validator,
+                caller.id,
+                req.context.doc,
+                req.context.get('avatar'),
+                keep_client,
+                facts=req.context.facts,
+            )
         send_json_text(resp, doc)
 
     on_patch = on_put
@@ -62,9 +85,14 @@ class Profile:
             match = _FIELD_NAME.fullmatch(_part_name(part))
             key = match.group(1) if match else None
             if key == 'avatar':
-                upload = avatars.read_upload(part.stream, self._config.avatar_max_bytes) or None
+                upload = (
+                    avatars.read_upload(part.stream, self._config.avatar_max_bytes)
+                    or None
+                )
             elif key == 'ui_settings':
-                profile[key] = _JSON.deserialize(io.BytesIO(part.get_data()), None, None)
+                profile[key] = _JSON.deserialize(
+                    io.BytesIO(part.get_data()), None, None
+                )
             elif key in _TEXT_FIELDS:
                 profile[key] = _text(key, part.get_data())
         req.context.avatar = upload
@@ -101,7 +129,9 @@ class ProfileAvatar:
 
     def on_delete(self, req, resp):
         with self._pool.connection() as conn:
-            doc = profiles.remove_avatar(conn, self._queries, self._config, req.context.caller.id)
+            doc = profiles.remove_avatar(
+                conn, self._queries, self._config, req.context.caller.id
+            )
         send_json_text(resp, doc)
 
 
@@ -124,11 +154,17 @@ class ProfileMembershipSetting:
 
     def on_post(self, req, resp):
         profile, user_id = req.context.doc['profile'], req.context.caller.id
-        params = {'value': profile[self._field], 'account_id': int(profile['account_id']), 'user_id': user_id}
+        params = {
+            'value': profile[self._field],
+            'account_id': int(profile['account_id']),
+            'user_id': user_id,
+        }
         with self._pool.connection() as conn:
             if conn.execute(self._set_sql, params).fetchone() is None:
                 raise errors.NotFound()
-            send_json_text(resp, profiles.document(conn, self._queries, self._config, user_id))
+            send_json_text(
+                resp, profiles.document(conn, self._queries, self._config, user_id)
+            )
 
 
 class ProfileActiveAccount:
@@ -141,7 +177,10 @@ class ProfileActiveAccount:
         self._stamp_sql = queries['memberships.stamp_active']
 
     def on_put(self, req, resp):
-        params = {'user_id': req.context.caller.id, 'account_id': int(req.context.doc['profile']['account_id'])}
+        params = {
+            'user_id': req.context.caller.id,
+            'account_id': int(req.context.doc['profile']['account_id']),
+        }
         with self._pool.connection() as conn:
             if conn.execute(self._stamp_sql, params).fetchone() is None:
                 raise errors.NotFound()
@@ -163,6 +202,16 @@ class ProfileAccessToken:
         caller = req.context.caller
         with self._pool.connection() as conn:
             with conn.transaction():
-                credentials.change(conn, self._queries, self._config, caller.id, reason='reset_access_token',
-                                   keep_client=caller.token[1], rotate_pubsub=False, facts=req.context.facts)
-            send_json_text(resp, profiles.document(conn, self._queries, self._config, caller.id))
+                credentials.change(
+                    conn,
+                    self._queries,
+                    self._config,
+                    caller.id,
+                    reason='reset_access_token',
+                    keep_client=caller.token[1],
+                    rotate_pubsub=False,
+                    facts=req.context.facts,
+                )
+            send_json_text(
+                resp, profiles.document(conn, self._queries, self._config, caller.id)
+            )

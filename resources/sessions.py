@@ -1,7 +1,6 @@
 """Sessions: /auth/sign_in, /auth/sign_out, /auth/validate_token (devise_token_auth style),
 the caller's own under /api/v1/profile/sessions, and a member's for administrators."""
 
-
 import falcon
 
 import errors
@@ -11,11 +10,15 @@ from resources import send_json_text
 from resources import send_signed_in
 from services import addresses
 from services import audit
+from services import guessing
 from services import mfa
 from services import passwords
 from services import sessions
 
-INVALID_LOGIN = {'success': False, 'errors': ['Invalid login credentials. Please try again.']}
+INVALID_LOGIN = {
+    'success': False,
+    'errors': ['Invalid login credentials. Please try again.'],
+}
 INVALID_TOKEN = {'success': False, 'errors': ['Invalid login credentials']}
 CANNOT_REVOKE_CURRENT = {'error': 'You cannot revoke the current session.'}
 
@@ -24,8 +27,10 @@ def _unconfirmed(email):
     return {
         'success': False,
         'error_code': 'user_not_confirmed',
-        'errors': [f"A confirmation email was sent to your account at '{email}'. You must follow the "
-                   'instructions in the email before your account can be activated'],
+        'errors': [
+            f"A confirmation email was sent to your account at '{email}'. You must follow the "
+            'instructions in the email before your account can be activated'
+        ],
     }
 
 
@@ -33,12 +38,25 @@ class SignIn:
     """Sign in with e-mail and password; for an MFA user, then with a code (SPEC 3.1, 12)."""
 
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in', 206: 'mfa_challenge', 400: 'invalid_code',
-                          401: ('invalid_login', 'invalid_mfa_token'), 409: 'sessions_limit_reached'}}
+    responses = {
+        'POST': {
+            200: 'signed_in',
+            206: 'mfa_challenge',
+            400: 'invalid_code',
+            401: ('invalid_login', 'invalid_mfa_token'),
+            409: 'sessions_limit_reached',
+        }
+    }
     schemas = {'POST': 'sign_in'}
     # The password step and the code step are counted apart (SPEC 7 and 12).
-    rate_limits = {'POST': (('ip', 5, 5 * 60, '!doc.mfa_token'), ('email', 10, 15 * 60),
-                            ('ip', 10, 60, 'doc.mfa_token'), ('mfa_token', 10, 60))}
+    rate_limits = {
+        'POST': (
+            ('ip', 5, 5 * 60, '!doc.mfa_token'),
+            ('email', 10, 15 * 60),
+            ('ip', 10, 60, 'doc.mfa_token'),
+            ('mfa_token', 10, 60),
+        )
+    }
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -55,11 +73,37 @@ class SignIn:
         if addresses.is_valid(email):
             email = addresses.normalise(email)
             with self._pool.connection() as conn:
-                user = conn.execute(self._queries['users.for_sign_in'], {'email': email}).fetchone()
+                # The check is counted against the user's guessing budget (SPEC 3.4) in the
+                # lookup itself; an unknown address against a budget of its own, alike.
+                row = conn.execute(
+                    self._queries['guessing.sign_in'],
+                    {'email': email, 'period': guessing.BUDGETS['password'].period},
+                ).fetchone()
+            user = row if row['id'] is not None else None
+            try:
+                count = guessing.over_budget('password', row)
+            except errors.TooManyRequests:
+                self.on_rate_limited(req, email)
+                raise
         # An unknown address (or a user without a password, after an e-mail revert) costs
         # one bcrypt check too, so timing does not reveal it.
-        hashed = (user and user['encrypted_password']) or passwords.dummy_hash(self._config.bcrypt_rounds)
+        hashed = (user and user['encrypted_password']) or passwords.dummy_hash(
+            self._config.bcrypt_rounds
+        )
         matches = passwords.check_password(password, hashed)
+        if user is not None:
+            with self._pool.connection() as conn:
+                guessing.settle(
+                    conn,
+                    self._queries,
+                    self._config,
+                    'password',
+                    user['id'],
+                    count,
+                    bool(matches and user['encrypted_password']),
+                    req.context.facts,
+                    signed_in=False,
+                )
         if user is None or user['encrypted_password'] is None or not matches:
             self._failed(req, email if isinstance(email, str) else '', 'password')
         if user['confirmed_at'] is None:
@@ -71,11 +115,25 @@ class SignIn:
                     if kind:
                         # The password checked above must still be the user's when the
                         # challenge is issued (a reset may have committed meanwhile).
-                        sessions.check_password_unchanged(conn, self._queries, user['id'], hashed)
-                        return send_challenge(resp, mfa.issue_challenge(conn, self._queries, user['id'],
-                                                                        user['email'], kind))
+                        sessions.check_password_unchanged(
+                            conn, self._queries, user['id'], hashed
+                        )
+                        return send_challenge(
+                            resp,
+                            mfa.issue_challenge(
+                                conn, self._queries, user['id'], user['email'], kind
+                            ),
+                        )
                     session = self._sign_in(conn, req, doc, user, hashed)
-                send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+                send_signed_in(
+                    resp,
+                    conn,
+                    self._queries,
+                    self._config,
+                    user['id'],
+                    session,
+                    user['email'],
+                )
         except sessions.PasswordChanged:
             self._failed(req, email, 'password')
 
@@ -83,27 +141,58 @@ class SignIn:
         """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why not."""
         with self._pool.connection() as conn:
             with conn.transaction():
-                user, factor = mfa.answer_challenge(conn, self._queries, self._config, doc.get('mfa_token'),
-                                                    doc.get('otp_code'), doc.get('backup_code'),
-                                                    facts=req.context.facts)
-                session = factor and self._sign_in(conn, req, doc, user, user['encrypted_password'],
-                                                   second_factor=True)
+                user, factor = mfa.answer_challenge(
+                    conn,
+                    self._queries,
+                    self._config,
+                    doc.get('mfa_token'),
+                    doc.get('otp_code'),
+                    doc.get('backup_code'),
+                    facts=req.context.facts,
+                )
+                session = factor and self._sign_in(
+                    conn, req, doc, user, user['encrypted_password'], second_factor=True
+                )
             # After the commit: a wrong code must stay counted.
             if factor is None:
-                audit.record_sign_in_failure(conn, self._queries, user['email'] if user else '', 'mfa',
-                                             req.context.facts)
+                audit.record_sign_in_failure(
+                    conn,
+                    self._queries,
+                    user['email'] if user else '',
+                    'mfa',
+                    req.context.facts,
+                )
                 raise errors.InvalidCode() if user else errors.InvalidMFAToken()
-            send_signed_in(resp, conn, self._queries, self._config, user['id'], session, user['email'])
+            send_signed_in(
+                resp,
+                conn,
+                self._queries,
+                self._config,
+                user['id'],
+                session,
+                user['email'],
+            )
 
     def _sign_in(self, conn, req, doc, user, verified_hash, second_factor=False):
         """The session of a sign-in (SPEC 13: at the cap a browser's password step picks
         one to end, 409; the second step of SPEC 12 ends the least recently active)."""
         try:
-            return sessions.sign_in(conn, self._queries, self._config, user, verified_hash, req.context.facts,
-                                    revoke_session_id=doc.get('revoke_session_id'),
-                                    revoke_all=doc.get('revoke_all_sessions') is True, second_factor=second_factor)
+            return sessions.sign_in(
+                conn,
+                self._queries,
+                self._config,
+                user,
+                verified_hash,
+                req.context.facts,
+                revoke_session_id=doc.get('revoke_session_id'),
+                revoke_all=doc.get('revoke_all_sessions') is True,
+                second_factor=second_factor,
+            )
         except sessions.LimitReached as ex:
-            raise errors.APIError(falcon.HTTP_409, {'sessions_limit_reached': True, 'sessions': ex.sessions}) from None
+            raise errors.APIError(
+                falcon.HTTP_409,
+                {'sessions_limit_reached': True, 'sessions': ex.sessions},
+            ) from None
 
     def _failed(self, req, email, reason, body=INVALID_LOGIN):
         """Record the failed sign-in, then answer 401.
@@ -121,7 +210,9 @@ class SignIn:
             email = doc.get('email') if isinstance(doc, dict) else None
             email = email.strip().lower() if isinstance(email, str) else ''
         with self._pool.connection() as conn:
-            audit.record_sign_in_failure(conn, self._queries, email, reason, req.context.facts)
+            audit.record_sign_in_failure(
+                conn, self._queries, email, reason, req.context.facts
+            )
 
 
 class SignOut:
@@ -141,7 +232,10 @@ class SignOut:
             # success would let its holder believe something was revoked (SPEC 3.3).
             raise errors.Unauthenticated()
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute(self._queries['sessions.revoke'], {'user_id': caller.id, 'client': caller.token[1]})
+            conn.execute(
+                self._queries['sessions.revoke'],
+                {'user_id': caller.id, 'client': caller.token[1]},
+            )
             audit.record(conn, self._queries, 'signed_out', facts=req.context.facts)
         # The token is gone: echoing it back would hand out a dead credential.
         caller.token = None
@@ -177,13 +271,17 @@ class ProfileSessionCollection:
     def on_get(self, req, resp):
         caller = req.context.caller
         with self._pool.connection() as conn:
-            row = sessions.list_for(conn, self._queries, self._config, caller.id, caller.session_id)
+            row = sessions.list_for(
+                conn, self._queries, self._config, caller.id, caller.session_id
+            )
         send_json_text(resp, row['sessions'])
 
     def on_delete(self, req, resp):
         caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():
-            revoked = sessions.revoke_others(conn, self._queries, caller.id, caller.token[1], req.context.facts)
+            revoked = sessions.revoke_others(
+                conn, self._queries, caller.id, caller.token[1], req.context.facts
+            )
         resp.media = {'revoked': revoked}
 
 
@@ -191,7 +289,9 @@ class ProfileSessionItem:
     """DELETE /api/v1/profile/sessions/{session_id}: end one other session of the caller."""
 
     access = {'DELETE': 'session'}
-    responses = {'DELETE': {200: 'empty', 404: 'not_found', 422: 'cannot_revoke_current'}}
+    responses = {
+        'DELETE': {200: 'empty', 404: 'not_found', 422: 'cannot_revoke_current'}
+    }
 
     def __init__(self, pool, queries):
         self._pool = pool
@@ -202,7 +302,9 @@ class ProfileSessionItem:
         if session_id == caller.session_id:
             raise errors.APIError(falcon.HTTP_422, CANNOT_REVOKE_CURRENT)
         with self._pool.connection() as conn, conn.transaction():
-            if not sessions.revoke_one(conn, self._queries, caller.id, session_id, req.context.facts):
+            if not sessions.revoke_one(
+                conn, self._queries, caller.id, session_id, req.context.facts
+            ):
                 raise errors.NotFound()
         resp.media = {}
 
@@ -223,10 +325,19 @@ class MemberSessions:
         caller = req.context.caller
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():
-            member = sessions.end_member_sessions(conn, self._queries, self._config, account_id, user_id,
-                                                  include_access_token, req.context.facts)
+            member = sessions.end_member_sessions(
+                conn,
+                self._queries,
+                self._config,
+                account_id,
+                user_id,
+                include_access_token,
+                req.context.facts,
+            )
         if member is None:
             raise errors.NotFound()
         if user_id == caller.id:
-            caller.token = None  # ended too: echoing it would hand out a dead credential
+            caller.token = (
+                None  # ended too: echoing it would hand out a dead credential
+            )
         resp.media = {'revoked': member['revoked']}

@@ -10,7 +10,7 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     'accounts': ('profiles', 'users', 'avatars', 'captcha'),
-    'credentials': ('credentials', 'passwords', 'sessions', 'mfa'),
+    'credentials': ('credentials', 'passwords', 'sessions', 'mfa', 'guessing'),
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
 }

@@ -29,8 +29,11 @@ def normalise(address):
 
 def is_valid(address):
     """True for a string the contract accepts as an address (before normalising)."""
-    return (isinstance(address, str) and len(address.strip()) <= _definition()['maxLength']
-            and _pattern().search(address) is not None)
+    return (
+        isinstance(address, str)
+        and len(address.strip()) <= _definition()['maxLength']
+        and _pattern().search(address) is not None
+    )
 
 
 def mask(address):

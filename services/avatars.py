@@ -49,8 +49,12 @@ _EXTENSIONS = {'JPEG': 'jpg', 'PNG': 'png', 'GIF': 'gif', 'WEBP': 'webp'}
 # The fastest settings: the worst 512x512 output otherwise costs more than the decoding
 # (PNG level 6: 180 ms, WebP method 4: 170 ms; level 1 with zlib's Z_RLE strategy (3)
 # and method 0: 36 and 100 ms).
-_SAVE_OPTIONS = {'JPEG': {'quality': 85}, 'WEBP': {'quality': 85, 'method': 0},
-                 'PNG': {'compress_level': 1, 'compress_type': 3}, 'GIF': {}}
+_SAVE_OPTIONS = {
+    'JPEG': {'quality': 85},
+    'WEBP': {'quality': 85, 'method': 0},
+    'PNG': {'compress_level': 1, 'compress_type': 3},
+    'GIF': {},
+}
 
 NOT_SUPPORTED = 'Avatar filetype not supported'
 TOO_BIG = 'Avatar is too big'
@@ -114,24 +118,34 @@ def _decode_work(image):
     tile = image.tile[0] if image.tile else None
     # Pillow unpacks 16-bit PNG samples and Adam7 passes pixel by pixel, measured 3x
     # and 2x slower than 8-bit rows.
-    deep = 3 if tile is not None and isinstance(tile.args, str) and ';16' in tile.args else 1
+    deep = (
+        3
+        if tile is not None and isinstance(tile.args, str) and ';16' in tile.args
+        else 1
+    )
     return bands * deep * (2 if image.info.get('interlace') else 1)
 
 
 def _reencode(image, fmt):
     """Shrink first, then orient and convert the small image: no full-size copies."""
     image.seek(0)
-    transparent = image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or 'transparency' in image.info
+    transparent = (
+        image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or 'transparency' in image.info
+    )
     target = 'RGBA' if transparent and fmt != 'JPEG' else 'RGB'
     if image.mode in ('P', '1'):
         # resize() of these modes is nearest-neighbour only: take it down to twice the
         # box that way (1 byte a pixel), convert, and let LANCZOS do the last step.
-        image.thumbnail((2 * MAX_SIDE, 2 * MAX_SIDE), Image.Resampling.NEAREST, reducing_gap=None)
+        image.thumbnail(
+            (2 * MAX_SIDE, 2 * MAX_SIDE), Image.Resampling.NEAREST, reducing_gap=None
+        )
         image = image.convert(target)
     elif fmt == 'JPEG':
         # libjpeg decodes at 1/2..1/8 scale, to no less than the box.
         image.draft('RGB', (MAX_SIDE, MAX_SIDE))
-    image.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
+    image.thumbnail(
+        (MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP
+    )
     # Apply the EXIF orientation while it is still known; the EXIF itself is dropped.
     ImageOps.exif_transpose(image, in_place=True)
     if image.mode != target:

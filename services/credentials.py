@@ -1,8 +1,8 @@
 """The one "credential change" step of SPEC 3.3 that every credential event goes through."""
 
-import tokens
 from services import audit
 from services import security_mail
+import tokens
 
 # reason: (its audit event, its security e-mail or None) (SPEC 14)
 ANNOUNCEMENTS = {
@@ -20,8 +20,19 @@ ANNOUNCEMENTS = {
 REASONS = frozenset(ANNOUNCEMENTS)
 
 
-def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_pubsub=True, facts=None,
-           session_id=None, mail_extra=None):
+def change(
+    conn,
+    queries,
+    config,
+    user_id,
+    *,
+    reason,
+    keep_client=None,
+    rotate_pubsub=True,
+    facts=None,
+    session_id=None,
+    mail_extra=None,
+):
     """Rotate and revoke what an earlier holder of a credential could still use.
 
     Runs inside the caller's transaction, so the event and its consequences commit
@@ -34,17 +45,38 @@ def change(conn, queries, config, user_id, *, reason, keep_client=None, rotate_p
     """
     if reason not in REASONS:
         raise ValueError(f'unknown credential change {reason!r}')
-    conn.execute(queries['credentials.change'], {
-        'user_id': user_id,
-        'keep_client': keep_client,
-        'access_token': tokens.new_token(),
-        'pubsub_token': tokens.new_token() if rotate_pubsub else None,
-    })
-    announce(conn, queries, config, user_id, reason, facts=facts, session_id=session_id,
-             mail_extra=mail_extra)
+    conn.execute(
+        queries['credentials.change'],
+        {
+            'user_id': user_id,
+            'keep_client': keep_client,
+            'access_token': tokens.new_token(),
+            'pubsub_token': tokens.new_token() if rotate_pubsub else None,
+        },
+    )
+    announce(
+        conn,
+        queries,
+        config,
+        user_id,
+        reason,
+        facts=facts,
+        session_id=session_id,
+        mail_extra=mail_extra,
+    )
 
 
-def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=None, mail_extra=None):
+def announce(
+    conn,
+    queries,
+    config,
+    user_id,
+    reason,
+    *,
+    facts=None,
+    session_id=None,
+    mail_extra=None,
+):
     """The audit event and the security e-mail of a credential change (SPEC 14).
 
     ``facts``: the RequestFacts of the request that made the change (address, device,
@@ -53,9 +85,27 @@ def announce(conn, queries, config, user_id, reason, *, facts=None, session_id=N
     ``mail_extra``: what the e-mail adds (security_mail.send's ``extra``).
     """
     event, mail_kind = ANNOUNCEMENTS[reason]
-    audit.record(conn, queries, event, subject_id=user_id, actor_id=user_id, facts=facts,
-                 session_id=session_id)
+    audit.record(
+        conn,
+        queries,
+        event,
+        subject_id=user_id,
+        actor_id=user_id,
+        facts=facts,
+        session_id=session_id,
+    )
     if mail_kind is not None:
-        contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
-        security_mail.send(conn, queries, config, mail_kind, user_id=user_id, to_address=contact['email'],
-                           name=contact['name'], facts=facts, extra=mail_extra)
+        contact = conn.execute(
+            queries['users.contact'], {'user_id': user_id}
+        ).fetchone()
+        security_mail.send(
+            conn,
+            queries,
+            config,
+            mail_kind,
+            user_id=user_id,
+            to_address=contact['email'],
+            name=contact['name'],
+            facts=facts,
+            extra=mail_extra,
+        )

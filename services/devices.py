@@ -23,7 +23,9 @@ def device(user_agent):
     device_name = _known(result.device and result.device.family)
     if device_name in ('Spider', 'Generic Smartphone', 'Generic Feature Phone'):
         device_name = None
-    client_name = f'{browser} on {platform}' if browser and platform else browser or platform
+    client_name = (
+        f'{browser} on {platform}' if browser and platform else browser or platform
+    )
     return {
         'client_name': client_name[:255] if client_name else None,
         'browser_name': browser,
@@ -47,12 +49,21 @@ def _known(name):
 def request_device(facts):
     """device() of a request's RequestFacts (or None), plus its address and User-Agent."""
     facts = facts or audit.NO_REQUEST
-    return {**device(facts.user_agent), 'ip_address': facts.ip_address, 'user_agent': facts.user_agent}
+    return {
+        **device(facts.user_agent),
+        'ip_address': facts.ip_address,
+        'user_agent': facts.user_agent,
+    }
 
 
 def describe(facts):
-    """"Firefox 120.0 on Linux" for an e-mail; "an unknown device" when nothing is known."""
-    browser = ' '.join(filter(None, (facts.get('browser_name'), facts.get('browser_version'))))
-    parts = [browser or None, facts.get('platform_name') and f"on {facts['platform_name']}",
-             facts.get('device_name') and f"({facts['device_name']})"]
+    """ "Firefox 120.0 on Linux" for an e-mail; "an unknown device" when nothing is known."""
+    browser = ' '.join(
+        filter(None, (facts.get('browser_name'), facts.get('browser_version')))
+    )
+    parts = [
+        browser or None,
+        facts.get('platform_name') and f'on {facts["platform_name"]}',
+        facts.get('device_name') and f'({facts["device_name"]})',
+    ]
     return ' '.join(filter(None, parts)) or 'an unknown device'

@@ -15,19 +15,20 @@ import re
 import secrets
 import time
 
-import pyotp
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+import pyotp
 
 import errors
-import tokens
 from services import audit
 from services import credentials
+from services import guessing
 from services import mail
 from services import passwords
 from services import security_mail
+import tokens
 
 log = logging.getLogger('frontdesk')
 
@@ -46,7 +47,7 @@ RECOVERY_CODE_LENGTH = 8
 _CROCKFORD_LOOKALIKES = str.maketrans({'I': '1', 'L': '1', 'O': '0'})
 # 40 bits need a slow hash (NIST SP 800-63B 5.1.2): scrypt with 4 MiB, about 10 ms on
 # one core. One derivation checks a code against the whole batch (one salt per batch).
-_KDF = {'n': 2 ** 12, 'r': 8, 'p': 1, 'dklen': 32}
+_KDF = {'n': 2**12, 'r': 8, 'p': 1, 'dklen': 32}
 _SALT_BYTES = 16
 _NO_MATCH = bytes(32)
 # The codes issued before migration 0010: 4 groups of 6 base32 characters (120 bits), kept
@@ -85,7 +86,9 @@ def require_available(config):
 
 @functools.lru_cache(maxsize=2)
 def _aead(secret_key):
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(secret_key)
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(
+        secret_key
+    )
     return AESGCM(key)
 
 
@@ -97,7 +100,9 @@ def _associated_data(user_id):
 def seal(config, user_id, secret):
     """The TOTP ``secret`` encrypted for storage in users.otp_secret."""
     nonce = os.urandom(_NONCE_BYTES)
-    sealed = _aead(config.secret_key).encrypt(nonce, secret.encode('ascii'), _associated_data(user_id))
+    sealed = _aead(config.secret_key).encrypt(
+        nonce, secret.encode('ascii'), _associated_data(user_id)
+    )
     return _VERSION + nonce + sealed
 
 
@@ -108,12 +113,18 @@ def unseal(config, user_id, stored):
     stored = bytes(stored)
     if stored[:1] != _VERSION:
         return None
-    nonce, sealed = stored[1:1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES:]
+    nonce, sealed = stored[1 : 1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES :]
     try:
-        return _aead(config.secret_key).decrypt(nonce, sealed, _associated_data(user_id)).decode('ascii')
+        return (
+            _aead(config.secret_key)
+            .decrypt(nonce, sealed, _associated_data(user_id))
+            .decode('ascii')
+        )
     except InvalidTag:
         # SECRET_KEY changed, or the row was tampered with: no code can match.
-        log.error('the TOTP secret of user %s does not decrypt with this SECRET_KEY', user_id)
+        log.error(
+            'the TOTP secret of user %s does not decrypt with this SECRET_KEY', user_id
+        )
         return None
 
 
@@ -178,14 +189,22 @@ def new_recovery_codes(conn, queries, user_id):
         if code not in codes:  # one salt for the batch: a twin would share a digest
             codes.append(code)
     salt = os.urandom(_SALT_BYTES)
-    conn.execute(queries['mfa.replace_recovery_codes'],
-                 {'user_id': user_id, 'salt': salt, 'digests': [_derive(code, salt) for code in codes]})
+    conn.execute(
+        queries['mfa.replace_recovery_codes'],
+        {
+            'user_id': user_id,
+            'salt': salt,
+            'digests': [_derive(code, salt) for code in codes],
+        },
+    )
     return codes
 
 
 def use_recovery_code(conn, queries, user_id, code):
     """Use up ``code`` when it is one of the user's unused codes; True when it was."""
-    rows = conn.execute(queries['mfa.unused_recovery_codes'], {'user_id': user_id}).fetchall()
+    rows = conn.execute(
+        queries['mfa.unused_recovery_codes'], {'user_id': user_id}
+    ).fetchall()
     derived = {}
     match = None
     for row in rows:
@@ -195,7 +214,10 @@ def use_recovery_code(conn, queries, user_id, code):
             match = row['id']
     if match is None:
         return False
-    return conn.execute(queries['mfa.use_recovery_code'], {'id': match}).fetchone() is not None
+    return (
+        conn.execute(queries['mfa.use_recovery_code'], {'id': match}).fetchone()
+        is not None
+    )
 
 
 def _given(code):
@@ -212,12 +234,18 @@ def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
     """
     otp_code, backup_code = _given(otp_code), _given(backup_code)
     if otp_code is not None:
-        step = code_step(unseal(config, user['id'], user['otp_secret']), otp_code, user['otp_last_step'])
+        step = code_step(
+            unseal(config, user['id'], user['otp_secret']),
+            otp_code,
+            user['otp_last_step'],
+        )
         if step is None:
             return None
         conn.execute(queries['mfa.use_step'], {'user_id': user['id'], 'step': step})
         return 'otp'
-    if backup_code is not None and use_recovery_code(conn, queries, user['id'], backup_code):
+    if backup_code is not None and use_recovery_code(
+        conn, queries, user['id'], backup_code
+    ):
         return 'recovery_code'
     return None
 
@@ -225,9 +253,19 @@ def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
 def _announce(conn, queries, config, event, user, facts):
     """An audit event and a security e-mail (SPEC 12, 14). Turning MFA on or off is
     announced by credentials.change, as every credential change is."""
-    audit.record(conn, queries, event, subject_id=user['id'], actor_id=user['id'], facts=facts)
-    security_mail.send(conn, queries, config, event, user_id=user['id'], to_address=user['email'],
-                       name=user['name'], facts=facts)
+    audit.record(
+        conn, queries, event, subject_id=user['id'], actor_id=user['id'], facts=facts
+    )
+    security_mail.send(
+        conn,
+        queries,
+        config,
+        event,
+        user_id=user['id'],
+        to_address=user['email'],
+        name=user['name'],
+        facts=facts,
+    )
 
 
 def _lock_user(conn, queries, user_id):
@@ -239,27 +277,48 @@ def status(conn, queries, config, user_id):
     return {'feature_available': available(config), **row}
 
 
-def start_enrolment(conn, queries, config, user_id, password=None):
+def start_enrolment(
+    conn, queries, config, user_id, password=None, checks=guessing.NO_CHECKS
+):
     """A new pending secret; the provisioning URL and secret.
 
     ``password`` is checked when sent, and need not be (SPEC 12: the reference dashboard
     sends none). The "this was not me" link of the MFA-enabled e-mail is what undoes an
-    enrolment made with someone else's session.
+    enrolment made with someone else's session. ``checks``: where the password check is
+    reported (services/guessing.py), as for the other functions that check a password or
+    a code.
     """
     user = _lock_user(conn, queries, user_id)
-    if password is not None and not passwords.check_password(password, user['encrypted_password']):
+    if password is not None and not (
+        isinstance(password, str)
+        and checks.note(
+            'password', passwords.check_password(password, user['encrypted_password'])
+        )
+    ):
         raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
     if not user['confirmed']:
         raise errors.Unprocessable(message=UNCONFIRMED)
     secret = pyotp.random_base32()
-    conn.execute(queries['mfa.start_enrolment'], {'user_id': user_id, 'otp_secret': seal(config, user_id, secret)})
+    conn.execute(
+        queries['mfa.start_enrolment'],
+        {'user_id': user_id, 'otp_secret': seal(config, user_id, secret)},
+    )
     url = pyotp.TOTP(secret).provisioning_uri(name=user['email'], issuer_name=ISSUER)
     return {'provisioning_url': url, 'secret': secret}
 
 
-def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
+def enable(
+    conn,
+    queries,
+    config,
+    user_id,
+    otp_code,
+    keep_client,
+    facts=None,
+    checks=guessing.NO_CHECKS,
+):
     """Turn MFA on with the pending secret: a credential change (SPEC 3.3), whose e-mail
     carries the link that undoes this enablement (SPEC 12)."""
     user = _lock_user(conn, queries, user_id)
@@ -267,30 +326,76 @@ def enable(conn, queries, config, user_id, otp_code, keep_client, facts=None):
         raise errors.Unprocessable(message=ALREADY_ENABLED)
     if not user['confirmed']:
         raise errors.Unprocessable(message=UNCONFIRMED)
-    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+    if (
+        checks.note(
+            'second_factor',
+            second_factor(conn, queries, config, user, otp_code=otp_code),
+        )
+        is None
+    ):
         raise errors.Unprocessable(message=INVALID_CODE)
     conn.execute(queries['mfa.enable'], {'user_id': user_id})
     token = tokens.new_token()
     # Revert links survive the credential change below, as e-mail revert links do.
-    conn.execute(queries['mfa.issue_revert_link'],
-                 {'user_id': user_id, 'token_digest': tokens.digest(token), 'lifespan': mail.REVERT_LIFESPAN})
-    credentials.change(conn, queries, config, user_id, reason='mfa_enabled', keep_client=keep_client,
-                       facts=facts, mail_extra=mail.mfa_revert_link(config, token))
+    conn.execute(
+        queries['mfa.issue_revert_link'],
+        {
+            'user_id': user_id,
+            'token_digest': tokens.digest(token),
+            'lifespan': mail.REVERT_LIFESPAN,
+        },
+    )
+    credentials.change(
+        conn,
+        queries,
+        config,
+        user_id,
+        reason='mfa_enabled',
+        keep_client=keep_client,
+        facts=facts,
+        mail_extra=mail.mfa_revert_link(config, token),
+    )
     return {'enabled': True, 'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def regenerate_recovery_codes(conn, queries, config, user_id, otp_code, keep_client=None, facts=None):
+def regenerate_recovery_codes(
+    conn,
+    queries,
+    config,
+    user_id,
+    otp_code,
+    keep_client=None,
+    facts=None,
+    checks=guessing.NO_CHECKS,
+):
     """New recovery codes behind a TOTP code (not a credential change: nothing is revoked)."""
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
-    if second_factor(conn, queries, config, user, otp_code=otp_code) is None:
+    if (
+        checks.note(
+            'second_factor',
+            second_factor(conn, queries, config, user, otp_code=otp_code),
+        )
+        is None
+    ):
         raise errors.Unprocessable(message=INVALID_CODE)
     _announce(conn, queries, config, 'mfa_backup_codes_regenerated', user, facts)
     return {'backup_codes': new_recovery_codes(conn, queries, user_id)}
 
 
-def disable(conn, queries, config, user_id, password, otp_code, backup_code, keep_client, facts=None):
+def disable(
+    conn,
+    queries,
+    config,
+    user_id,
+    password,
+    otp_code,
+    backup_code,
+    keep_client,
+    facts=None,
+    checks=guessing.NO_CHECKS,
+):
     """Turn MFA off behind the password and a second factor: a credential change.
 
     Returns the factor used ('otp' or 'recovery_code').
@@ -298,15 +403,31 @@ def disable(conn, queries, config, user_id, password, otp_code, backup_code, kee
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
-    password_ok = isinstance(password, str) and passwords.check_password(password, user['encrypted_password'])
-    factor = second_factor(conn, queries, config, user, otp_code, backup_code) if password_ok else None
+    password_ok = checks.note(
+        'password',
+        isinstance(password, str)
+        and passwords.check_password(password, user['encrypted_password']),
+    )
+    factor = None
+    if password_ok:
+        factor = checks.note(
+            'second_factor',
+            second_factor(conn, queries, config, user, otp_code, backup_code),
+        )
     if factor is None:
         raise errors.Unprocessable(message=INVALID_DISABLE)
     conn.execute(queries['mfa.disable'], {'user_id': user_id})
     if factor == 'recovery_code':
         _announce(conn, queries, config, 'mfa_recovery_code_used', user, facts)
-    credentials.change(conn, queries, config, user_id, reason='mfa_disabled', keep_client=keep_client,
-                       facts=facts)
+    credentials.change(
+        conn,
+        queries,
+        config,
+        user_id,
+        reason='mfa_disabled',
+        keep_client=keep_client,
+        facts=facts,
+    )
     return factor
 
 
@@ -324,10 +445,16 @@ def disable_by_operator(conn, queries, config, user_id):
 
 def _issue(conn, queries, user_id, email, purpose, lifespan):
     token = tokens.new_token()
-    conn.execute(queries['one_time_tokens.issue'], {
-        'user_id': user_id, 'purpose': purpose, 'email': email,
-        'token_digest': tokens.digest(token), 'lifespan': lifespan,
-    })
+    conn.execute(
+        queries['one_time_tokens.issue'],
+        {
+            'user_id': user_id,
+            'purpose': purpose,
+            'email': email,
+            'token_digest': tokens.digest(token),
+            'lifespan': lifespan,
+        },
+    )
     return token
 
 
@@ -351,11 +478,21 @@ def issue_challenge(conn, queries, user_id, email, kind):
     one-time token of the user, this one included.
     """
     if kind == 'mfa_challenge':
-        return {'mfa_required': True, 'mfa_token': _issue(conn, queries, user_id, email, kind, CHALLENGE_LIFESPAN)}
-    return {'mfa_setup_required': True, 'mfa_token': _issue(conn, queries, user_id, email, kind, SETUP_LIFESPAN)}
+        return {
+            'mfa_required': True,
+            'mfa_token': _issue(
+                conn, queries, user_id, email, kind, CHALLENGE_LIFESPAN
+            ),
+        }
+    return {
+        'mfa_setup_required': True,
+        'mfa_token': _issue(conn, queries, user_id, email, kind, SETUP_LIFESPAN),
+    }
 
 
-def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, facts=None):
+def answer_challenge(
+    conn, queries, config, mfa_token, otp_code, backup_code, facts=None
+):
     """Check the second sign-in step against the challenge ``mfa_token``.
 
     Returns (user row, factor): no user row when the token is unknown, used, expired or
@@ -365,15 +502,33 @@ def answer_challenge(conn, queries, config, mfa_token, otp_code, backup_code, fa
     if not isinstance(mfa_token, str) or not mfa_token:
         return None, None
     digest = tokens.digest(mfa_token)
-    found = conn.execute(queries['mfa.find_challenge'], {'token_digest': digest}).fetchone()
+    found = conn.execute(
+        queries['mfa.find_challenge'], {'token_digest': digest}
+    ).fetchone()
     if found is None:
         return None, None
     user = _lock_user(conn, queries, found['user_id'])
-    challenge = conn.execute(queries['mfa.lock_challenge'],
-                             {'token_digest': digest, 'max_wrong': MAX_WRONG_CODES}).fetchone()
+    challenge = conn.execute(
+        queries['mfa.lock_challenge'],
+        {'token_digest': digest, 'max_wrong': MAX_WRONG_CODES},
+    ).fetchone()
     if challenge is None:
         return None, None
+    # The user's second-factor budget (SPEC 3.4), in this transaction, which commits
+    # whether the code was right or wrong; past the budget the 429 rolls it back.
+    count = guessing.take(conn, queries, 'second_factor', user['id'])
     factor = second_factor(conn, queries, config, user, otp_code, backup_code)
+    guessing.settle(
+        conn,
+        queries,
+        config,
+        'second_factor',
+        user['id'],
+        count,
+        factor is not None,
+        facts,
+        signed_in=False,
+    )
     if factor is None:
         conn.execute(queries['mfa.count_wrong_code'], {'id': challenge['id']})
         return user, None

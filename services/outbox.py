@@ -56,9 +56,16 @@ def send(config, message):
     """Send one message; the login, if any, only ever after TLS is up (config.py)."""
     context = ssl.create_default_context()
     if config.smtp_tls == 'implicit':
-        smtp = smtplib.SMTP_SSL(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS, context=context)
+        smtp = smtplib.SMTP_SSL(
+            config.smtp_host,
+            config.smtp_port,
+            timeout=SMTP_TIMEOUT_SECONDS,
+            context=context,
+        )
     else:
-        smtp = smtplib.SMTP(config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS)
+        smtp = smtplib.SMTP(
+            config.smtp_host, config.smtp_port, timeout=SMTP_TIMEOUT_SECONDS
+        )
     try:
         if config.smtp_tls == 'starttls':
             # Raises when the server offers no STARTTLS: never a fallback to clear text.
@@ -94,7 +101,9 @@ def write_file(config, message, mail_id):
     stamp = datetime.datetime.now(datetime.UTC).strftime('%Y%m%dT%H%M%S')
     path = directory / f'{stamp}-{mail_id:08d}.eml'
     partial = path.with_suffix('.part')
-    with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as out:
+    with open(
+        os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb'
+    ) as out:
         out.write(message.as_bytes())
     partial.rename(path)
     return path
@@ -109,7 +118,9 @@ def is_permanent(ex):
 
 def retry_after(attempts):
     """The pause after failed attempt number ``attempts + 1``."""
-    return datetime.timedelta(seconds=min(FIRST_RETRY_SECONDS * 2**attempts, MAX_RETRY_SECONDS))
+    return datetime.timedelta(
+        seconds=min(FIRST_RETRY_SECONDS * 2**attempts, MAX_RETRY_SECONDS)
+    )
 
 
 def _deliver(conn, queries, config, row):
@@ -118,8 +129,14 @@ def _deliver(conn, queries, config, row):
         if config.mail_delivery == 'file':
             path = write_file(config, message, row['id'])
             # The development console's inbox: who, what, and the links to follow.
-            log.info('mail %s to %s: %s | %s | %s', row['id'], row['to_address'], row['subject'],
-                     ' '.join(links(message)) or 'no links', path)
+            log.info(
+                'mail %s to %s: %s | %s | %s',
+                row['id'],
+                row['to_address'],
+                row['subject'],
+                ' '.join(links(message)) or 'no links',
+                path,
+            )
         else:
             send(config, message)
     except Exception as ex:  # noqa: BLE001 - one bad message must not stop the queue
@@ -127,13 +144,27 @@ def _deliver(conn, queries, config, row):
         status = 'failed' if give_up else 'pending'
         # smtplib's messages hold server replies and addresses, never the SMTP password.
         error = f'{type(ex).__name__}: {ex}'[:1000]
-        conn.execute(queries['mail.record_failure'], {
-            'id': row['id'], 'status': status, 'error': error, 'retry_after': retry_after(row['attempts']),
-        })
-        log.warning('mail %s attempt %s %s: %s', row['id'], row['attempts'] + 1,
-                    'failed for good' if give_up else 'will be retried', type(ex).__name__)
+        conn.execute(
+            queries['mail.record_failure'],
+            {
+                'id': row['id'],
+                'status': status,
+                'error': error,
+                'retry_after': retry_after(row['attempts']),
+            },
+        )
+        log.warning(
+            'mail %s attempt %s %s: %s',
+            row['id'],
+            row['attempts'] + 1,
+            'failed for good' if give_up else 'will be retried',
+            type(ex).__name__,
+        )
         return status
-    conn.execute(queries['mail.mark_sent'], {'id': row['id'], 'message_id': message['Message-ID']})
+    conn.execute(
+        queries['mail.mark_sent'],
+        {'id': row['id'], 'message_id': message['Message-ID']},
+    )
     log.info('mail %s sent', row['id'])
     return 'sent'
 

@@ -22,7 +22,9 @@ HIBP_TIMEOUT_SECONDS = 2
 
 
 def hash_password(password, rounds):
-    return bcrypt.hashpw(password.encode('utf-8'), bcrypt.gensalt(rounds)).decode('ascii')
+    return bcrypt.hashpw(password.encode('utf-8'), bcrypt.gensalt(rounds)).decode(
+        'ascii'
+    )
 
 
 def check_password(password, hashed):
@@ -52,6 +54,7 @@ def common_passwords():
     there (it is what zxcvbn itself ranks passwords against), and loaded once per process.
     """
     from zxcvbn.frequency_lists import FREQUENCY_LISTS
+
     return frozenset(word.lower() for word in FREQUENCY_LISTS['passwords'])
 
 
@@ -79,7 +82,9 @@ def problem(config, password, *, email=None, name=None, current_hash=None):
         return ('password', PERSONAL)
     if current_hash is not None and check_password(password, current_hash):
         return ('password', REUSED)
-    if config.breached_password_check == 'hibp' and breached(password, config.hibp_range_url):
+    if config.breached_password_check == 'hibp' and breached(
+        password, config.hibp_range_url
+    ):
         return ('password', BREACHED)
     return None
 
@@ -92,8 +97,10 @@ def breached(password, range_url):
     """
     digest = hashlib.sha1(password.encode('utf-8')).hexdigest().upper()
     prefix, suffix = digest[:5], digest[5:]
-    request = urllib.request.Request(f'{range_url.rstrip("/")}/{prefix}',
-                                     headers={'Add-Padding': 'true', 'User-Agent': 'frontdesk'})
+    request = urllib.request.Request(
+        f'{range_url.rstrip("/")}/{prefix}',
+        headers={'Add-Padding': 'true', 'User-Agent': 'frontdesk'},
+    )
     try:
         with urllib.request.urlopen(request, timeout=HIBP_TIMEOUT_SECONDS) as answer:
             body = answer.read(4 * 1024 * 1024).decode('ascii', 'replace')
@@ -107,8 +114,18 @@ def breached(password, range_url):
     return False
 
 
-def change(conn, queries, config, user_id, new_password, keep_client=None, confirm=False,
-           reason='password_change', facts=None, session_id=None):
+def change(
+    conn,
+    queries,
+    config,
+    user_id,
+    new_password,
+    keep_client=None,
+    confirm=False,
+    reason='password_change',
+    facts=None,
+    session_id=None,
+):
     """Set a new password, as a credential change (SPEC 3.3), in the caller's transaction.
 
     ``confirm`` also confirms an unconfirmed user (a password reset proves the address).
@@ -116,13 +133,25 @@ def change(conn, queries, config, user_id, new_password, keep_client=None, confi
     """
     hashed = hash_password(new_password, config.bcrypt_rounds)
     with conn.transaction():
-        conn.execute(queries['users.set_password'],
-                     {'user_id': user_id, 'encrypted_password': hashed, 'confirm': confirm})
-        credentials.change(conn, queries, config, user_id, reason=reason, keep_client=keep_client,
-                           facts=facts, session_id=session_id)
+        conn.execute(
+            queries['users.set_password'],
+            {'user_id': user_id, 'encrypted_password': hashed, 'confirm': confirm},
+        )
+        credentials.change(
+            conn,
+            queries,
+            config,
+            user_id,
+            reason=reason,
+            keep_client=keep_client,
+            facts=facts,
+            session_id=session_id,
+        )
 
 
 def policy(config):
     """What GET /api/v1/password_policy tells clients (SPEC 15)."""
-    checks = ['common', 'personal', 'reuse'] + (['breached'] if config.breached_password_check == 'hibp' else [])
+    checks = ['common', 'personal', 'reuse'] + (
+        ['breached'] if config.breached_password_check == 'hibp' else []
+    )
     return {'min_length': 8, 'max_bytes': 72, 'checks': checks}

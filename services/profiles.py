@@ -7,20 +7,39 @@ from psycopg.types.json import Jsonb
 import errors
 from services import audit
 from services import avatars
+from services import guessing
 from services import mail
 from services import passwords
 from services import security_mail
 from services import sessions
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
-PLAIN_FIELDS = ('name', 'display_name', 'message_signature', 'phone_number', 'ui_settings')
+PLAIN_FIELDS = (
+    'name',
+    'display_name',
+    'message_signature',
+    'phone_number',
+    'ui_settings',
+)
 # Fields checked against the stored row (current password, address taken), under its lock.
-CHECKED_FIELDS = frozenset(('email', 'password', 'current_password', 'password_confirmation'))
+CHECKED_FIELDS = frozenset(
+    ('email', 'password', 'current_password', 'password_confirmation')
+)
 INVALID_CURRENT_PASSWORD = 'Invalid current password'
 EMAIL_CHANGES_PER_DAY = 5
 
 
-def update(conn, queries, config, validator, user_id, doc, upload=None, keep_client=None, facts=None):
+def update(
+    conn,
+    queries,
+    config,
+    validator,
+    user_id,
+    doc,
+    upload=None,
+    keep_client=None,
+    facts=None,
+):
     """Apply ``doc`` (and the uploaded avatar bytes) to the user; return the user JSON.
 
     A 422 anywhere changes nothing. ``keep_client`` is the caller's token client, the
@@ -33,24 +52,52 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
         problems = validator.errors(doc)
         if problems:
             raise errors.Unprocessable(problems)
-        return _write(conn, queries, config, user_id, {key: profile[key] for key in PLAIN_FIELDS if key in profile})
+        return _write(
+            conn,
+            queries,
+            config,
+            user_id,
+            {key: profile[key] for key in PLAIN_FIELDS if key in profile},
+        )
     image = avatars.prepare(upload) if upload else None
     email = _normalised_email(profile)
     stored = None
+    # The current password, checked for a password change, spends the user's guessing
+    # budget (SPEC 3.4); counted outside the transaction, which a wrong one rolls back.
+    kinds = ('password',) if _changes_password(profile) else ()
     try:
-        with conn.transaction():
-            user = conn.execute(queries['profile.lock_user'], {'user_id': user_id, 'email': email}).fetchone()
-            new_email = email if email is not None and email not in (user['email'], user['unconfirmed_email']) else None
+        with (
+            guessing.guard(conn, queries, config, user_id, kinds, facts) as checks,
+            conn.transaction(),
+        ):
+            user = conn.execute(
+                queries['profile.lock_user'], {'user_id': user_id, 'email': email}
+            ).fetchone()
+            new_email = (
+                email
+                if email is not None
+                and email not in (user['email'], user['unconfirmed_email'])
+                else None
+            )
             if keep_client is None and (new_email or _changes_password(profile)):
                 raise errors.NeedsSession()
-            _check(config, validator, doc, profile, user)
+            _check(config, validator, doc, profile, user, checks)
             if new_email:
-                _check_recent_authentication(conn, queries, config, profile, user, facts)
+                _check_recent_authentication(
+                    conn, queries, config, profile, user, facts
+                )
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending one.
-                passwords.change(conn, queries, config, user_id, profile['password'], keep_client=keep_client,
-                                 facts=facts)
+                passwords.change(
+                    conn,
+                    queries,
+                    config,
+                    user_id,
+                    profile['password'],
+                    keep_client=keep_client,
+                    facts=facts,
+                )
             patch = {key: profile[key] for key in PLAIN_FIELDS if key in profile}
             if new_email:
                 patch['unconfirmed_email'] = new_email
@@ -58,9 +105,23 @@ def update(conn, queries, config, validator, user_id, doc, upload=None, keep_cli
                 stored = patch['avatar'] = avatars.store(config.avatar_dir, *image)
             user_doc = _write(conn, queries, config, user_id, patch)
             if new_email:
-                _mail_email_change(conn, queries, config, user_id, profile.get('name') or user['name'], user,
-                                   new_email, facts)
-                audit.record(conn, queries, 'email_change_requested', subject_id=user_id, facts=facts)
+                _mail_email_change(
+                    conn,
+                    queries,
+                    config,
+                    user_id,
+                    profile.get('name') or user['name'],
+                    user,
+                    new_email,
+                    facts,
+                )
+                audit.record(
+                    conn,
+                    queries,
+                    'email_change_requested',
+                    subject_id=user_id,
+                    facts=facts,
+                )
     except BaseException:
         avatars.remove(config.avatar_dir, stored)
         raise
@@ -76,7 +137,10 @@ def _check_recent_authentication(conn, queries, config, profile, user, facts):
     current = profile.get('current_password')
     session_id = facts.session_id if facts else None
     if current is not None:
-        if not (isinstance(current, str) and passwords.check_password(current, user['encrypted_password'])):
+        if not (
+            isinstance(current, str)
+            and passwords.check_password(current, user['encrypted_password'])
+        ):
             raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
         sessions.mark_authenticated(conn, queries, session_id)
     elif not sessions.recently_authenticated(conn, queries, config, session_id):
@@ -88,7 +152,9 @@ def _count_email_change(conn, queries, user_id):
 
     Taken addresses count too, or the 429 would tell them apart from free ones.
     """
-    recent = conn.execute(queries['profile.recent_email_changes'], {'user_id': user_id}).fetchone()
+    recent = conn.execute(
+        queries['profile.recent_email_changes'], {'user_id': user_id}
+    ).fetchone()
     if recent['n'] >= EMAIL_CHANGES_PER_DAY:
         raise errors.TooManyRequests(max(recent['retry_after'], 1))
     conn.execute(queries['profile.record_email_change'], {'user_id': user_id})
@@ -106,7 +172,9 @@ def email_changes_exhausted(conn, queries, user_id):
     return False
 
 
-def _mail_email_change(conn, queries, config, user_id, name, user, new_email, facts=None):
+def _mail_email_change(
+    conn, queries, config, user_id, name, user, new_email, facts=None
+):
     """The link to the new address, or a notice to its owner; a revert link to the old one.
 
     A taken address gets the same answer and the same pending state as a free one (no
@@ -115,37 +183,68 @@ def _mail_email_change(conn, queries, config, user_id, name, user, new_email, fa
     and the link would reserve it for this user.
     """
     # Ownership moves when the revert window closes (SPEC 3.4); the new address is told when.
-    revert_until = datetime.datetime.now(datetime.timezone.utc) + mail.REVERT_LIFESPAN if user['confirmed'] else None
+    revert_until = (
+        datetime.datetime.now(datetime.timezone.utc) + mail.REVERT_LIFESPAN
+        if user['confirmed']
+        else None
+    )
     if user['email_taken']:
         mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
     else:
-        mail.send_confirmation(conn, queries, config, user_id, name, new_email, new_address=True,
-                               revert_until=revert_until)
+        mail.send_confirmation(
+            conn,
+            queries,
+            config,
+            user_id,
+            name,
+            new_email,
+            new_address=True,
+            revert_until=revert_until,
+        )
     if user['confirmed']:
-        mail.send_email_change_notice(conn, queries, config, user_id, user['name'], user['email'], new_email,
-                                      security_mail.origin(facts))
+        mail.send_email_change_notice(
+            conn,
+            queries,
+            config,
+            user_id,
+            user['name'],
+            user['email'],
+            new_email,
+            security_mail.origin(facts),
+        )
 
 
 def _write(conn, queries, config, user_id, patch):
     """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
-    return conn.execute(queries['profile.update'], {
-        'user_id': user_id, 'patch': Jsonb(patch), 'avatar_url_prefix': config.avatar_url_prefix,
-    }).fetchone()['doc']
+    return conn.execute(
+        queries['profile.update'],
+        {
+            'user_id': user_id,
+            'patch': Jsonb(patch),
+            'avatar_url_prefix': config.avatar_url_prefix,
+        },
+    ).fetchone()['doc']
 
 
 def remove_avatar(conn, queries, config, user_id):
     """Forget the avatar, then delete its file; return the user JSON."""
     with conn.transaction():
-        user = conn.execute(queries['profile.lock_user'], {'user_id': user_id, 'email': None}).fetchone()
+        user = conn.execute(
+            queries['profile.lock_user'], {'user_id': user_id, 'email': None}
+        ).fetchone()
         conn.execute(queries['profile.clear_avatar'], {'user_id': user_id})
     avatars.remove(config.avatar_dir, user['avatar'])
     return document(conn, queries, config, user_id)
 
 
 def document(conn, queries, config, user_id):
-    return conn.execute(queries['users.document'], {
-        'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix,
-    }).fetchone()['doc']
+    return conn.execute(
+        queries['users.document'],
+        {
+            'user_id': user_id,
+            'avatar_url_prefix': config.avatar_url_prefix,
+        },
+    ).fetchone()['doc']
 
 
 def _profile(validator, doc, upload):
@@ -166,20 +265,39 @@ def _normalised_email(profile):
     return email.strip().lower() if isinstance(email, str) else None
 
 
-def _check(config, validator, doc, profile, user):
+def _check(config, validator, doc, profile, user, checks):
     """Raise the 422: the current password first, then every field rule at once."""
     if _changes_password(profile):
         current = profile.get('current_password')
-        if not (isinstance(current, str) and passwords.check_password(current, user['encrypted_password'])):
+        if not checks.note(
+            'password',
+            isinstance(current, str)
+            and passwords.check_password(current, user['encrypted_password']),
+        ):
             raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
     problems = dict(validator.errors(doc))
     confirmation = profile.get('password_confirmation')
-    if _changes_password(profile) and confirmation is not None and confirmation != profile['password']:
-        problems.setdefault('password_confirmation', "Password confirmation doesn't match Password")
+    if (
+        _changes_password(profile)
+        and confirmation is not None
+        and confirmation != profile['password']
+    ):
+        problems.setdefault(
+            'password_confirmation', "Password confirmation doesn't match Password"
+        )
     if _changes_password(profile) and 'password' not in problems:
-        name = profile.get('name') if isinstance(profile.get('name'), str) else user['name']
-        found = passwords.problem(config, profile['password'], email=user['email'], name=name,
-                                  current_hash=user['encrypted_password'])
+        name = (
+            profile.get('name')
+            if isinstance(profile.get('name'), str)
+            else user['name']
+        )
+        found = passwords.problem(
+            config,
+            profile['password'],
+            email=user['email'],
+            name=name,
+            current_hash=user['encrypted_password'],
+        )
         if found:
             problems.setdefault(*found)
     if problems:

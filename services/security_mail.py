@@ -11,37 +11,72 @@ from services import mail
 
 # kind: (subject, what happened)
 KINDS = {
-    'password_changed': ('Your password was changed', 'The password of your Frontdesk account was changed.'),
-    'password_reset': ('Your password was reset',
-                       'The password of your Frontdesk account was reset with a link sent to this address.'),
-    'new_device_sign_in': ('New sign-in to your account',
-                           'Your Frontdesk account was signed in to from a device it has not been used on '
-                           'in the last 90 days.'),
-    'access_token_reset': ('Your access token was reset',
-                           'The API access token of your Frontdesk account was replaced; integrations using '
-                           'the old one stopped working.'),
-    'sessions_ended_by_administrator': ('You were signed out everywhere',
-                                        'An administrator ended every session of your Frontdesk account.'),
-    'mfa_enabled': ('Two-factor sign-in was turned on',
-                    'Two-factor sign-in was turned on for your Frontdesk account.'),
-    'mfa_disabled': ('Two-factor sign-in was turned off',
-                     'Two-factor sign-in was turned off for your Frontdesk account.'),
-    'mfa_recovery_code_used': ('A recovery code was used',
-                               'A recovery code was used to sign in to your Frontdesk account.'),
-    'mfa_backup_codes_regenerated': ('New recovery codes were made',
-                                     'New recovery codes were made for your Frontdesk account; the old ones '
-                                     'no longer work.'),
+    'password_changed': (
+        'Your password was changed',
+        'The password of your Frontdesk account was changed.',
+    ),
+    'password_reset': (
+        'Your password was reset',
+        'The password of your Frontdesk account was reset with a link sent to this address.',
+    ),
+    'new_device_sign_in': (
+        'New sign-in to your account',
+        'Your Frontdesk account was signed in to from a device it has not been used on '
+        'in the last 90 days.',
+    ),
+    'access_token_reset': (
+        'Your access token was reset',
+        'The API access token of your Frontdesk account was replaced; integrations using '
+        'the old one stopped working.',
+    ),
+    'sessions_ended_by_administrator': (
+        'You were signed out everywhere',
+        'An administrator ended every session of your Frontdesk account.',
+    ),
+    'mfa_enabled': (
+        'Two-factor sign-in was turned on',
+        'Two-factor sign-in was turned on for your Frontdesk account.',
+    ),
+    'mfa_disabled': (
+        'Two-factor sign-in was turned off',
+        'Two-factor sign-in was turned off for your Frontdesk account.',
+    ),
+    'mfa_recovery_code_used': (
+        'A recovery code was used',
+        'A recovery code was used to sign in to your Frontdesk account.',
+    ),
+    'mfa_backup_codes_regenerated': (
+        'New recovery codes were made',
+        'New recovery codes were made for your Frontdesk account; the old ones '
+        'no longer work.',
+    ),
+    'password_guesses_exhausted': (
+        'Someone is guessing your password',
+        'Ten wrong passwords were tried for your Frontdesk account; password checks '
+        'are refused for the next 15 minutes.',
+    ),
+    'second_factor_guesses_exhausted': (
+        'Someone is guessing your verification codes',
+        'Ten wrong verification or recovery codes were tried for your Frontdesk '
+        'account; code checks are refused for the rest of the hour. Whoever '
+        'tried them knows your password.',
+    ),
 }
 
 
 def origin(facts, when=None):
     """The time, IP address and device of a request's RequestFacts (or None)."""
     device = devices.request_device(facts)
-    return {'when': when or datetime.datetime.now(datetime.timezone.utc),
-            'ip_address': device['ip_address'], 'device': devices.describe(device)}
+    return {
+        'when': when or datetime.datetime.now(datetime.timezone.utc),
+        'ip_address': device['ip_address'],
+        'device': devices.describe(device),
+    }
 
 
-def send(conn, queries, config, kind, *, user_id, to_address, name, facts=None, extra=None):
+def send(
+    conn, queries, config, kind, *, user_id, to_address, name, facts=None, extra=None
+):
     """Queue one security e-mail (SPEC 14) through the outbox.
 
     ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
@@ -53,7 +88,22 @@ def send(conn, queries, config, kind, *, user_id, to_address, name, facts=None, 
     extra = dict(extra or {})
     subject, what = KINDS[kind]
     notice = mail.security_notice(
-        config, kind, to_address, name, extra.pop('subject', subject), extra.pop('what', what),
-        {**origin(facts), **{key: extra[key] for key in ('when', 'ip_address', 'device') if key in extra}},
-        advice=extra.get('advice'), lines=extra.get('lines', ()), link=extra.get('link'))
+        config,
+        kind,
+        to_address,
+        name,
+        extra.pop('subject', subject),
+        extra.pop('what', what),
+        {
+            **origin(facts),
+            **{
+                key: extra[key]
+                for key in ('when', 'ip_address', 'device')
+                if key in extra
+            },
+        },
+        advice=extra.get('advice'),
+        lines=extra.get('lines', ()),
+        link=extra.get('link'),
+    )
     conn.execute(queries['mail.enqueue'], notice)

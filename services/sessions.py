@@ -4,11 +4,11 @@ import datetime
 
 import orjson
 
-import tokens
 from services import audit
-from services import security_mail
 from services import devices
+from services import security_mail
 from services.devices import request_device
+import tokens
 
 BROWSER_MARK = 'Mozilla'
 NO_SESSION = 0  # an id no session has: the "current" of a list seen from outside
@@ -60,24 +60,32 @@ def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker
         if live['count'] >= config.max_user_sessions:
             raise LimitReached(orjson.loads(live['sessions']))
     token, client = tokens.new_token(), tokens.new_client_id()
-    issued = conn.execute(queries['sessions.issue'], {
-        'user_id': user_id,
-        'client': client,
-        'token_digest': tokens.digest(token),
-        'lifespan_days': config.token_lifespan_days,
-        'keep': config.max_user_sessions - 1,
-        'idle_seconds': config.idle_seconds,
-        'touch_seconds': touch_after(config).total_seconds(),
-        **request_device(facts),
-    }).fetchone()
+    issued = conn.execute(
+        queries['sessions.issue'],
+        {
+            'user_id': user_id,
+            'client': client,
+            'token_digest': tokens.digest(token),
+            'lifespan_days': config.token_lifespan_days,
+            'keep': config.max_user_sessions - 1,
+            'idle_seconds': config.idle_seconds,
+            'touch_seconds': touch_after(config).total_seconds(),
+            **request_device(facts),
+        },
+    ).fetchone()
     return Issued(token, client, issued['expires_at'], issued['id'])
 
 
 def list_for(conn, queries, config, user_id, current_id=NO_SESSION):
     """{'sessions': JSON text of the live sessions, 'count': how many}."""
-    return conn.execute(queries['sessions.list'], {
-        'user_id': user_id, 'current_id': current_id, 'idle_seconds': config.idle_seconds,
-    }).fetchone()
+    return conn.execute(
+        queries['sessions.list'],
+        {
+            'user_id': user_id,
+            'current_id': current_id,
+            'idle_seconds': config.idle_seconds,
+        },
+    ).fetchone()
 
 
 def is_browser(facts):
@@ -86,20 +94,42 @@ def is_browser(facts):
 
 def revoke_others(conn, queries, user_id, keep_client, facts=None):
     """End every session of the user but ``keep_client``'s; audit it; return how many."""
-    row = conn.execute(queries['sessions.revoke_others'],
-                       {'user_id': user_id, 'keep_client': keep_client}).fetchone()
+    row = conn.execute(
+        queries['sessions.revoke_others'],
+        {'user_id': user_id, 'keep_client': keep_client},
+    ).fetchone()
     if row['revoked']:
-        audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, facts=facts,
-                     details={'session_ids': row['ids']})
+        audit.record(
+            conn,
+            queries,
+            'session_revoked',
+            subject_id=user_id,
+            actor_id=user_id,
+            facts=facts,
+            details={'session_ids': row['ids']},
+        )
     return row['revoked']
 
 
 def revoke_one(conn, queries, user_id, session_id, facts=None):
     """End one session of the user; False when the user has none with that id."""
-    if conn.execute(queries['sessions.revoke_by_id'], {'user_id': user_id, 'session_id': session_id}).fetchone() is None:
+    if (
+        conn.execute(
+            queries['sessions.revoke_by_id'],
+            {'user_id': user_id, 'session_id': session_id},
+        ).fetchone()
+        is None
+    ):
         return False
-    audit.record(conn, queries, 'session_revoked', subject_id=user_id, actor_id=user_id, facts=facts,
-                 details={'session_ids': [session_id]})
+    audit.record(
+        conn,
+        queries,
+        'session_revoked',
+        subject_id=user_id,
+        actor_id=user_id,
+        facts=facts,
+        details={'session_ids': [session_id]},
+    )
     return True
 
 
@@ -108,8 +138,10 @@ def recently_authenticated(conn, queries, config, session_id):
     REAUTH_WINDOW_MINUTES (SPEC 3.4); False for no session (an integration token)."""
     if session_id is None:
         return False
-    row = conn.execute(queries['sessions.recently_authenticated'],
-                       {'session_id': session_id, 'window_minutes': config.reauth_window_minutes}).fetchone()
+    row = conn.execute(
+        queries['sessions.recently_authenticated'],
+        {'session_id': session_id, 'window_minutes': config.reauth_window_minutes},
+    ).fetchone()
     return row is not None and row['recent']
 
 
@@ -121,14 +153,25 @@ def mark_authenticated(conn, queries, session_id):
 
 def check_password_unchanged(conn, queries, user_id, verified_hash):
     """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its password."""
-    lock = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    lock = conn.execute(
+        queries['users.lock_for_token'], {'user_id': user_id}
+    ).fetchone()
     if lock['encrypted_password'] != verified_hash:
         raise PasswordChanged()
     return lock
 
 
-def sign_in(conn, queries, config, user, verified_hash, facts, revoke_session_id=None, revoke_all=False,
-            second_factor=False):
+def sign_in(
+    conn,
+    queries,
+    config,
+    user,
+    verified_hash,
+    facts,
+    revoke_session_id=None,
+    revoke_all=False,
+    second_factor=False,
+):
     """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
     audit event and, from a browser and platform new to this user, the security e-mail.
 
@@ -148,36 +191,89 @@ def sign_in(conn, queries, config, user, verified_hash, facts, revoke_session_id
     elif revoke_session_id is not None:
         revoke_one(conn, queries, user_id, revoke_session_id, facts)
     device = request_device(facts)
-    seen = conn.execute(queries['sessions.known_device'], {
-        'user_id': user_id, 'browser_name': device['browser_name'], 'platform_name': device['platform_name'],
-    }).fetchone()
-    issued = issue(conn, queries, config, user_id, facts=facts,
-                   picker=is_browser(facts) and not second_factor)
-    audit.record(conn, queries, 'sign_in_succeeded', subject_id=user_id, actor_id=user_id, facts=facts,
-                 session_id=issued.id, details={key: device[key] for key in devices.FIELDS})
+    seen = conn.execute(
+        queries['sessions.known_device'],
+        {
+            'user_id': user_id,
+            'browser_name': device['browser_name'],
+            'platform_name': device['platform_name'],
+        },
+    ).fetchone()
+    issued = issue(
+        conn,
+        queries,
+        config,
+        user_id,
+        facts=facts,
+        picker=is_browser(facts) and not second_factor,
+    )
+    audit.record(
+        conn,
+        queries,
+        'sign_in_succeeded',
+        subject_id=user_id,
+        actor_id=user_id,
+        facts=facts,
+        session_id=issued.id,
+        details={key: device[key] for key in devices.FIELDS},
+    )
     if seen['has_history'] and not seen['known']:
-        security_mail.send(conn, queries, config, 'new_device_sign_in', user_id=user_id,
-                           to_address=user['email'], name=user['name'], facts=facts)
+        security_mail.send(
+            conn,
+            queries,
+            config,
+            'new_device_sign_in',
+            user_id=user_id,
+            to_address=user['email'],
+            name=user['name'],
+            facts=facts,
+        )
     return issued
 
 
-def end_member_sessions(conn, queries, config, account_id, user_id, include_access_token, facts):
+def end_member_sessions(
+    conn, queries, config, account_id, user_id, include_access_token, facts
+):
     """An administrator ends every session of a member (SPEC 13): audit and e-mail it.
 
     Returns the member's row with ``revoked``, or None when ``user_id`` is not a member.
     """
-    member = conn.execute(queries['sessions.end_member_sessions'], {
-        'account_id': account_id, 'user_id': user_id,
-        'new_access_token': tokens.new_token() if include_access_token else None,
-    }).fetchone()
+    member = conn.execute(
+        queries['sessions.end_member_sessions'],
+        {
+            'account_id': account_id,
+            'user_id': user_id,
+            'new_access_token': tokens.new_token() if include_access_token else None,
+        },
+    ).fetchone()
     if member is None:
         return None
-    audit.record(conn, queries, 'sessions_ended_by_administrator', subject_id=user_id, account_id=account_id,
-                 facts=facts, details={'revoked': member['revoked'],
-                                       'access_token_replaced': member['access_token_reset']})
+    audit.record(
+        conn,
+        queries,
+        'sessions_ended_by_administrator',
+        subject_id=user_id,
+        account_id=account_id,
+        facts=facts,
+        details={
+            'revoked': member['revoked'],
+            'access_token_replaced': member['access_token_reset'],
+        },
+    )
     lines = [f'Signed out by: {facts.caller_email}']
     if member['access_token_reset']:
-        lines.append('Your API access token was replaced too; integrations using it stopped working.')
-    security_mail.send(conn, queries, config, 'sessions_ended_by_administrator', user_id=user_id,
-                       to_address=member['email'], name=member['name'], facts=facts, extra={'lines': lines})
+        lines.append(
+            'Your API access token was replaced too; integrations using it stopped working.'
+        )
+    security_mail.send(
+        conn,
+        queries,
+        config,
+        'sessions_ended_by_administrator',
+        user_id=user_id,
+        to_address=member['email'],
+        name=member['name'],
+        facts=facts,
+        extra={'lines': lines},
+    )
     return member

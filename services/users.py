@@ -1,8 +1,8 @@
 """Creating users: sign-up (a user, an account and its first administrator) and the CLI."""
 
-import tokens
 from services import mail
 from services import sessions
+import tokens
 
 
 class EmailTaken(Exception):
@@ -11,10 +11,16 @@ class EmailTaken(Exception):
 
 def create_user(conn, queries, *, name, email, encrypted_password, confirmed=False):
     """Insert a user; raise EmailTaken when the address exists (in any case)."""
-    row = conn.execute(queries['users.insert'], {
-        'name': name, 'email': email, 'encrypted_password': encrypted_password,
-        'access_token': tokens.new_token(), 'confirmed': confirmed,
-    }).fetchone()
+    row = conn.execute(
+        queries['users.insert'],
+        {
+            'name': name,
+            'email': email,
+            'encrypted_password': encrypted_password,
+            'access_token': tokens.new_token(),
+            'confirmed': confirmed,
+        },
+    ).fetchone()
     if row is None:
         raise EmailTaken(email)
     return row['id']
@@ -22,19 +28,43 @@ def create_user(conn, queries, *, name, email, encrypted_password, confirmed=Fal
 
 def add_account(conn, queries, *, user_id, account_name, locale, stamp_active=False):
     """Create an account with ``user_id`` as its administrator; return its id."""
-    account_id = conn.execute(queries['accounts.insert'], {'name': account_name, 'locale': locale}).fetchone()['id']
-    conn.execute(queries['memberships.insert'], {
-        'account_id': account_id, 'user_id': user_id, 'role': 'administrator',
-        'stamp_active': stamp_active,
-    })
+    account_id = conn.execute(
+        queries['accounts.insert'], {'name': account_name, 'locale': locale}
+    ).fetchone()['id']
+    conn.execute(
+        queries['memberships.insert'],
+        {
+            'account_id': account_id,
+            'user_id': user_id,
+            'role': 'administrator',
+            'stamp_active': stamp_active,
+        },
+    )
     return account_id
 
 
-def sign_up(conn, queries, config, *, account_name, locale, name, email, encrypted_password, facts=None):
+def sign_up(
+    conn,
+    queries,
+    config,
+    *,
+    account_name,
+    locale,
+    name,
+    email,
+    encrypted_password,
+    facts=None,
+):
     """The one transaction of SPEC 4.1 step 7; return (user_id, token, client, expires_at)."""
     with conn.transaction():
-        user_id = create_user(conn, queries, name=name, email=email, encrypted_password=encrypted_password)
-        add_account(conn, queries, user_id=user_id, account_name=account_name, locale=locale)
+        user_id = create_user(
+            conn, queries, name=name, email=email, encrypted_password=encrypted_password
+        )
+        add_account(
+            conn, queries, user_id=user_id, account_name=account_name, locale=locale
+        )
         mail.send_confirmation(conn, queries, config, user_id, name, email)
-        token, client, expires_at = sessions.issue(conn, queries, config, user_id, facts=facts)
+        token, client, expires_at = sessions.issue(
+            conn, queries, config, user_id, facts=facts
+        )
     return user_id, token, client, expires_at

@@ -42,10 +42,20 @@ def as_url(conninfo):
     query = {}
     if host.startswith('/'):
         host, query['host'] = '', host  # a unix socket directory
-    netloc = f'{auth}@{host}' + (f':{params["port"]}' if params.get('port') and host else '')
+    netloc = f'{auth}@{host}' + (
+        f':{params["port"]}' if params.get('port') and host else ''
+    )
     if params.get('port') and not host:
         query['port'] = params['port']
-    return urllib.parse.urlunsplit(('postgresql', netloc, '/' + params['dbname'], urllib.parse.urlencode(query), ''))
+    return urllib.parse.urlunsplit(
+        (
+            'postgresql',
+            netloc,
+            '/' + params['dbname'],
+            urllib.parse.urlencode(query),
+            '',
+        )
+    )
 
 
 @pytest.fixture
@@ -61,18 +71,24 @@ def fresh_database_url():
 HARNESS_DEFECTS = (
     # The recovery-code sign-in just before left its cookie, and nothing signs it out
     # before the next password step checks that no cookie is there.
-    re.compile(r'FAIL  \[dashboard@current mfa\] login page again: .* -- POST /auth/sign_in -> 206 -- '
-               r'a session cookie was stored before the second step'),
+    re.compile(
+        r'FAIL  \[dashboard@current mfa\] login page again: .* -- POST /auth/sign_in -> 206 -- '
+        r'a session cookie was stored before the second step'
+    ),
     # It returns signedInByComponent(...) unawaited inside try/finally: the finally's page
     # load in the first browser replaces the store the second browser's page load reads.
     # Both page loads were signed in, and the first browser still ended the other sessions.
-    re.compile(r'FAIL  \[dashboard@current mfa\] the second step at MAX_USER_SESSIONS: .*'
-               r'POST /auth/sign_in -> 206; POST /auth/sign_in -> 200; GET /auth/validate_token -> 200; '
-               r'GET /auth/validate_token -> 200; DELETE /api/v1/profile/sessions -> 200 -- '
-               r'the dashboard boots without a user'),
+    re.compile(
+        r'FAIL  \[dashboard@current mfa\] the second step at MAX_USER_SESSIONS: .*'
+        r'POST /auth/sign_in -> 206; POST /auth/sign_in -> 200; GET /auth/validate_token -> 200; '
+        r'GET /auth/validate_token -> 200; DELETE /api/v1/profile/sessions -> 200 -- '
+        r'the dashboard boots without a user'
+    ),
     # After the recovery-code disable passed, the authenticator-code one has nothing to do.
-    re.compile(r'SKIP  \[dashboard@current mfa\] disable with the authenticator code: .* -- '
-               r'MFA is already off \(the diagnostic above turned it off\)$'),
+    re.compile(
+        r'SKIP  \[dashboard@current mfa\] disable with the authenticator code: .* -- '
+        r'MFA is already off \(the diagnostic above turned it off\)$'
+    ),
 )
 
 
@@ -88,14 +104,23 @@ def run_harness(database_url, instance_env, log_path, harness_env=None, defects=
         **instance_env,
     }
     with run_gunicorn(env, workers=2, log_path=log_path) as base:
-        run = subprocess.run(['bash', str(HARNESS), base, as_url(database_url)], capture_output=True,
-                             text=True, timeout=900, env={**os.environ, **(harness_env or {})})
+        run = subprocess.run(
+            ['bash', str(HARNESS), base, as_url(database_url)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, **(harness_env or {})},
+        )
     output = run.stdout + run.stderr
     lines = run.stdout.strip().splitlines()
     failed = [line for line in lines if line.startswith(('FAIL', 'SKIP'))]
-    harness_faults = [line for line in failed if any(defect.match(line) for defect in defects)]
+    harness_faults = [
+        line for line in failed if any(defect.match(line) for defect in defects)
+    ]
     unexplained = [line for line in failed if line not in harness_faults]
-    assert run.returncode in (0, 1) and not unexplained, '\n'.join(unexplained) + '\n...\n' + output[-6000:]
+    assert run.returncode in (0, 1) and not unexplained, (
+        '\n'.join(unexplained) + '\n...\n' + output[-6000:]
+    )
     tally = re.fullmatch(r'chatwoot-client: (\d+)/(\d+) passed', lines[-1])
     assert tally, output[-3000:]
     print(*harness_faults, lines[-1], sep='\n')  # shown with pytest -rP
@@ -104,25 +129,41 @@ def run_harness(database_url, instance_env, log_path, harness_env=None, defects=
     return lines, int(tally.group(2))
 
 
-def test_the_reference_clients_pass_every_check(fresh_database_url, avatar_dir, tmp_path):
-    assert HARNESS.exists(), f'{HARNESS} is missing: the checkout needs shared/ beside it'
-    lines, checks = run_harness(fresh_database_url, {'AVATAR_DIR': str(avatar_dir),
-                                                     'CORS_ALLOWED_ORIGINS': DASHBOARD_ORIGIN},
-                                tmp_path / 'gunicorn.log')
+def test_the_reference_clients_pass_every_check(
+    fresh_database_url, avatar_dir, tmp_path
+):
+    assert HARNESS.exists(), (
+        f'{HARNESS} is missing: the checkout needs shared/ beside it'
+    )
+    lines, checks = run_harness(
+        fresh_database_url,
+        {'AVATAR_DIR': str(avatar_dir), 'CORS_ALLOWED_ORIGINS': DASHBOARD_ORIGIN},
+        tmp_path / 'gunicorn.log',
+    )
     assert checks >= CHECKS_AT_LEAST, lines[-1]
     # The cross-origin dashboard (node's fetch sends Origin) is allowed, and may read the token.
-    verdict = next(line for line in lines if line.startswith('INFO') and '[cors] verdict' in line)
+    verdict = next(
+        line for line in lines if line.startswith('INFO') and '[cors] verdict' in line
+    )
     assert f'cross-origin allowed for {DASHBOARD_ORIGIN}' in verdict, verdict
 
 
-def test_the_reference_mfa_and_sessions_pages_pass_every_check(fresh_database_url, avatar_dir, tmp_path):
+def test_the_reference_mfa_and_sessions_pages_pass_every_check(
+    fresh_database_url, avatar_dir, tmp_path
+):
     """Chatwoot 4.15's MFA settings, MFA sign-in, Active Sessions and the mobile app's MFA
     step (SPEC 12, 13), with MFA available and a cap low enough that the harness reaches it
     on the second sign-in step too. About 2 minutes: each TOTP code waits for a new step."""
-    assert HARNESS.exists(), f'{HARNESS} is missing: the checkout needs shared/ beside it'
+    assert HARNESS.exists(), (
+        f'{HARNESS} is missing: the checkout needs shared/ beside it'
+    )
     cap = {'MAX_USER_SESSIONS': str(MFA_SESSION_CAP)}
     instance = {'AVATAR_DIR': str(avatar_dir), 'SECRET_KEY': TEST_SECRET_KEY, **cap}
-    lines, checks = run_harness(fresh_database_url, instance, tmp_path / 'gunicorn.log',
-                                harness_env={'SCENARIOS': 'mfa sessions mfa-mobile', **cap},
-                                defects=HARNESS_DEFECTS)
+    lines, checks = run_harness(
+        fresh_database_url,
+        instance,
+        tmp_path / 'gunicorn.log',
+        harness_env={'SCENARIOS': 'mfa sessions mfa-mobile', **cap},
+        defects=HARNESS_DEFECTS,
+    )
     assert checks >= MFA_CHECKS_AT_LEAST, lines[-1]

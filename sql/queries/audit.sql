@@ -6,7 +6,12 @@ RETURNING id;
 
 -- name: for_user
 -- The caller's own events, newest first, keyset paged on id (audit_events_subject_idx).
-SELECT audit_events_page(ARRAY(SELECT a
+-- Another user's action on the caller (an administrator's) names that user as actor and
+-- nothing more: their address, device and session are theirs, not the caller's (SPEC 14).
+SELECT audit_events_page(ARRAY(SELECT CASE WHEN a.actor_id IS NULL OR a.actor_id = a.subject_id THEN a
+                                           ELSE (a.id, a.created_at, a.event, a.actor_id, a.subject_id,
+                                                 a.account_id, NULL, NULL, NULL, a.details)::audit_events
+                                       END
                                  FROM audit_events a
                                 WHERE a.subject_id = %(user_id)s
                                   AND a.id < %(before)s
@@ -39,7 +44,24 @@ DELETE FROM audit_events
 -- name: insert_sign_in_failure
 -- A failed sign-in names the user the address belongs to, if any, in the same statement:
 -- known and unknown addresses cost the same (an indexed lookup and one insert).
+-- Failures for addresses nobody has, and refusals (rate_limited), are counted per client
+-- address, hour, reason and subject in one rate_limit_counters row (kept 30 days; the
+-- table cleans itself), and only the first of each writes its audit row, so
+-- unauthenticated traffic cannot grow the log without bound (SPEC 14). A known user's
+-- wrong passwords each write one: the guessing budget (SPEC 3.4) bounds them.
+WITH subject AS (
+    SELECT id FROM users WHERE email = %(email)s
+), counted AS (
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
+    SELECT 'audit sign_in_failed|ip=' || coalesce(%(ip_address)s, '') || '|reason=' || %(reason)s
+               || '|subject=' || coalesce((SELECT id FROM subject)::text, 'none'),
+           date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days'
+     WHERE %(reason)s = 'rate_limited' OR NOT EXISTS (SELECT 1 FROM subject)
+    ON CONFLICT (bucket, window_start) DO UPDATE
+       SET hits = c.hits + 1
+    RETURNING c.hits
+)
 INSERT INTO audit_events (event, subject_id, ip_address, user_agent, details)
-VALUES ('sign_in_failed', (SELECT id FROM users WHERE email = %(email)s), %(ip_address)s, %(user_agent)s,
-        %(details)s)
+SELECT 'sign_in_failed', (SELECT id FROM subject), %(ip_address)s, %(user_agent)s, %(details)s
+ WHERE coalesce((SELECT hits FROM counted), 1) = 1
 RETURNING id;

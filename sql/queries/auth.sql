@@ -3,6 +3,17 @@
 -- caller's user JSON, so GET /api/v1/profile needs no second round trip; without, just
 -- the roles the access rules need, which costs the database a third as much.
 -- enrollment_required: an account of the user requires MFA and it is off (SPEC 12).
+-- A session found idle past SESSION_IDLE_TIMEOUT_MINUTES is recorded as expired in the
+-- same statement (SPEC 3.4): raising or removing the timeout later brings it not back.
+-- It writes only then; the SELECT's snapshot does not see the write, and needs not.
+WITH idle AS (
+    UPDATE user_tokens
+       SET expires_at = now()
+     WHERE token_digest = %(digest)s
+       AND expires_at > now()
+       AND last_used_at <= now() - make_interval(secs => %(idle_seconds)s)
+    RETURNING id
+)
 SELECT u.id, u.email, t.id AS token_id, t.client, t.expires_at, t.last_used_at, t.used, now() AS now,
        u.mfa_enabled_at IS NOT NULL AS mfa_enabled, mfa_enrollment_required(u) AS enrollment_required,
        CASE WHEN %(with_doc)s THEN user_json(u, %(avatar_url_prefix)s)::text END AS doc,

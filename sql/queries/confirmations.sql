@@ -50,9 +50,11 @@ SELECT id, name, email
 -- to confirm. The lock orders this against a concurrent e-mail change, so the newest
 -- token always goes to the newest address.
 -- A pending address another user has meanwhile (or had: uniqueness answers without an
--- oracle, SPEC 3.3) gets no link. revert_until: until when the old address can undo it.
+-- oracle, SPEC 3.3) gets no link: ``taken``, so that the caller can spend what a free one
+-- spends (resources/confirmations.py). revert_until: until when the old address can undo it.
 SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
        u.unconfirmed_email IS NOT NULL AS new_address,
+       EXISTS (SELECT 1 FROM users other WHERE other.email = u.unconfirmed_email) AS taken,
        (SELECT max(r.expires_at)
           FROM one_time_tokens r
          WHERE r.user_id = u.id
@@ -61,7 +63,6 @@ SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
   FROM users u
  WHERE (u.id = %(user_id)s OR u.email = %(email)s)
    AND (u.unconfirmed_email IS NOT NULL OR u.confirmed_at IS NULL)
-   AND NOT EXISTS (SELECT 1 FROM users other WHERE other.email = u.unconfirmed_email)
    FOR UPDATE OF u;
 
 -- name: take_revert_token

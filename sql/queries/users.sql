@@ -21,12 +21,6 @@ SELECT EXISTS (SELECT 1 FROM users WHERE email = %(email)s)
                      AND r.purpose = 'email_revert'
                      AND r.expires_at > now()) AS taken;
 
--- name: for_sign_in
--- encrypted_password is NULL after an e-mail revert: then no password signs in.
-SELECT id, name, email, encrypted_password, confirmed_at
-  FROM users
- WHERE email = %(email)s;
-
 -- name: lock_for_token
 -- Serialises token issuance per user (the max-tokens rule) and lets sign-in check that
 -- the password it verified is still the current one, and that MFA was not turned on since.

@@ -1,0 +1,99 @@
+"""What the audit log holds (SPEC 14, 3.4): unauthenticated traffic cannot grow it
+without bound, and a member's own feed never shows another user's address or device."""
+
+import uuid
+
+from tests.support.users import unique_email
+from tests.test_audit import sign_in
+
+
+def fresh_ip():
+    return f'203.0.113.{uuid.uuid4().int % 250 + 1}'
+
+
+def rows_from(conn, ip):
+    return conn.execute(
+        'SELECT subject_id, details FROM audit_events'
+        ' WHERE ip_address = %s ORDER BY id',
+        (ip,),
+    ).fetchall()
+
+
+def counted(conn, ip, reason):
+    row = conn.execute(
+        'SELECT sum(hits) AS n FROM rate_limit_counters WHERE bucket LIKE %s',
+        (f'audit sign_in_failed|ip={ip}|reason={reason}|%',),
+    ).fetchone()
+    return row['n']
+
+
+def test_forty_refused_sign_ins_are_one_row_and_a_count(make_testapp, make_user, conn):
+    app = make_testapp(RATE_LIMITS='on')
+    user, ip = make_user(), fresh_ip()
+    conn.execute('DELETE FROM audit_events WHERE ip_address = %s', (ip,))
+    for _ in range(5):
+        sign_in(app, user.email, 'wrong password', status=401, ip=ip)
+    for _ in range(40):
+        sign_in(app, user.email, 'wrong password', status=429, ip=ip)
+    reasons = [row['details']['reason'] for row in rows_from(conn, ip)]
+    assert reasons == ['password'] * 5 + ['rate_limited']
+    assert counted(conn, ip, 'rate_limited') == 40
+
+
+def test_failed_sign_ins_for_unknown_addresses_are_one_row_per_ip_and_hour(
+    testapp, conn
+):
+    ip = fresh_ip()
+    conn.execute('DELETE FROM audit_events WHERE ip_address = %s', (ip,))
+    for _ in range(30):
+        sign_in(testapp, unique_email('nobody'), 'a password', status=401, ip=ip)
+    assert [(row['subject_id'], row['details']) for row in rows_from(conn, ip)] == [
+        (None, {'reason': 'password'})
+    ]
+    assert counted(conn, ip, 'password') == 30
+
+
+def test_a_members_feed_names_the_administrator_not_their_address_or_device(
+    testapp, admin, make_user
+):
+    member = make_user(account_id=admin.account_id)
+    testapp.delete(
+        f'/api/v1/accounts/{admin.account_id}/agents/{member.id}/sessions',
+        headers={
+            **admin.headers,
+            'User-Agent': 'Admin Browser 1.0',
+            'X-Real-IP': '192.0.2.200',
+        },
+    )
+    signed_in = testapp.post_json(
+        '/auth/sign_in', {'email': member.email, 'password': member.password}
+    )
+    headers = {
+        name: signed_in.headers[name] for name in ('access-token', 'client', 'uid')
+    }
+    events = testapp.get('/api/v1/profile/audit_events', headers=headers).json['events']
+    ended = next(
+        event for event in events if event['event'] == 'sessions_ended_by_administrator'
+    )
+    assert ended['actor_id'] == admin.id
+    assert (
+        ended['ip_address'] is None
+        and ended['user_agent'] is None
+        and ended['session_id'] is None
+    )
+    # The member's own events keep theirs.
+    own = next(event for event in events if event['event'] == 'sign_in_succeeded')
+    assert own['ip_address'] is not None
+    # The administrator's own feed and the account's keep the administrator's facts.
+    account = testapp.get(
+        f'/api/v1/accounts/{admin.account_id}/audit_events', headers=admin.headers
+    ).json
+    by_admin = next(
+        event
+        for event in account['events']
+        if event['event'] == 'sessions_ended_by_administrator'
+    )
+    assert (
+        by_admin['ip_address'] == '192.0.2.200'
+        and by_admin['user_agent'] == 'Admin Browser 1.0'
+    )

@@ -1,0 +1,230 @@
+"""Guessing is bounded per user, not per route (SPEC 3.4), with RATE_LIMITS=off.
+
+Every password check spends one budget of 10 wrong per 15 minutes, every second-factor
+check one of 10 wrong per hour; past it every such check is a 429, the right answer too.
+A window's end is reached by moving the stored window back, not by sleeping.
+"""
+
+import concurrent.futures
+
+from tests.support.servers import http
+from tests.test_mfa import Authenticator
+from tests.test_mfa import challenge
+from tests.test_mfa import enable
+from tests.test_mfa import second_step
+from tests.test_mfa import subjects_to
+from tests.test_mfa import wrong_code
+
+
+def password_change(user, current):
+    return {
+        'profile': {
+            'current_password': current,
+            'password': 'a new long passphrase',
+            'password_confirmation': 'a new long passphrase',
+        }
+    }
+
+
+def wrong_sign_in(testapp, user, status=401):
+    return testapp.post_json(
+        '/auth/sign_in',
+        {'email': user.email, 'password': 'not the password'},
+        status=status,
+    )
+
+
+def end_window(conn, user_id, kind):
+    """Move the user's current window into the past, as if its period had gone by."""
+    conn.execute(
+        "UPDATE rate_limit_counters SET window_start = window_start - interval '1 day',"
+        " expires_at = expires_at - interval '1 day' WHERE bucket = %s",
+        (f'{kind}|user={user_id}',),
+    )
+
+
+def events(conn, user_id, *names):
+    return [
+        row['event']
+        for row in conn.execute(
+            'SELECT event FROM audit_events'
+            ' WHERE subject_id = %s AND event = ANY(%s) ORDER BY id',
+            (user_id, list(names)),
+        )
+    ]
+
+
+def test_ten_wrong_passwords_anywhere_then_every_password_check_is_refused(
+    testapp, make_user, conn
+):
+    user = make_user()
+    # Wrong passwords at the three routes that check one share one budget.
+    for _ in range(4):
+        wrong_sign_in(testapp, user)
+    for _ in range(3):
+        testapp.put_json(
+            '/api/v1/profile',
+            password_change(user, 'not the password'),
+            headers=user.headers,
+            status=422,
+        )
+    for _ in range(3):
+        testapp.post_json(
+            '/api/v1/profile/mfa',
+            {'password': 'not the password'},
+            headers=user.headers,
+            status=422,
+        )
+    # Now even the right password is refused, at every route that checks it.
+    answer = testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status=429
+    )
+    assert 1 <= int(answer.headers['Retry-After']) <= 15 * 60
+    testapp.put_json(
+        '/api/v1/profile',
+        password_change(user, user.password),
+        headers=user.headers,
+        status=429,
+    )
+    testapp.post_json(
+        '/api/v1/profile/mfa',
+        {'password': user.password},
+        headers=user.headers,
+        status=429,
+    )
+    testapp.delete_json(
+        '/api/v1/profile/mfa',
+        {'password': user.password, 'otp_code': '123456'},
+        headers=user.headers,
+        status=429,
+    )
+    # What needs no password still works; the user was told once.
+    testapp.get('/api/v1/profile', headers=user.headers)
+    assert subjects_to(conn, user.email) == ['Someone is guessing your password']
+    # The wrong ones on signed-in routes are audit events, and so is the spent budget.
+    assert events(
+        conn, user.id, 'password_check_failed', 'password_guesses_exhausted'
+    ) == (['password_check_failed'] * 6 + ['password_guesses_exhausted'])
+    # When the window has passed, the right password works again.
+    end_window(conn, user.id, 'password')
+    testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status=200
+    )
+
+
+def test_right_passwords_spend_nothing(testapp, make_user):
+    user = make_user()
+    for _ in range(12):
+        testapp.post_json(
+            '/auth/sign_in',
+            {'email': user.email, 'password': user.password},
+            status=200,
+        )
+    for _ in range(9):
+        wrong_sign_in(testapp, user)
+    testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status=200
+    )
+
+
+def test_an_unknown_address_is_refused_as_a_known_one_is(testapp, make_user):
+    user = make_user()
+    unknown = {'email': 'nobody-' + user.email, 'password': 'not the password'}
+    for _ in range(10):
+        wrong_sign_in(testapp, user)
+        testapp.post_json('/auth/sign_in', unknown, status=401)
+    known = wrong_sign_in(testapp, user, status=429)
+    nobody = testapp.post_json('/auth/sign_in', unknown, status=429)
+    assert known.json == nobody.json
+
+
+def code_checks_signed_in(testapp, user, factor, status, otp=None):
+    """New backup codes (with ``otp``, else the factor's code), then disabling MFA."""
+    code = otp or factor['otp_code']
+    testapp.post_json(
+        '/api/v1/profile/mfa/backup_codes',
+        {'otp_code': code},
+        headers=user.headers,
+        status=status,
+    )
+    testapp.delete_json(
+        '/api/v1/profile/mfa',
+        {'password': user.password, **factor},
+        headers=user.headers,
+        status=status,
+    )
+
+
+def test_ten_wrong_codes_anywhere_then_every_code_check_is_refused(
+    testapp, make_user, conn
+):
+    user = make_user()
+    app, codes = enable(testapp, user)
+    # At sign-in (5 wrong use up a challenge: two challenges), then signed in.
+    for _ in range(2):
+        mfa_token = challenge(testapp, user)
+        for _ in range(3):
+            second_step(testapp, mfa_token, status=400, otp_code=wrong_code(app))
+    code_checks_signed_in(testapp, user, {'otp_code': wrong_code(app)}, status=422)
+    second_step(
+        testapp,
+        challenge(testapp, user),
+        status=400,
+        backup_code='AAAAAA-AAAAAA-AAAAAA-AAAAAA',
+    )
+    second_step(testapp, challenge(testapp, user), status=400, otp_code=wrong_code(app))
+    # The right code and a right recovery code are refused for the rest of the hour.
+    mfa_token = challenge(testapp, user)
+    answer = second_step(testapp, mfa_token, status=429, otp_code=app.code(0))
+    assert 1 <= int(answer.headers['Retry-After']) <= 60 * 60
+    second_step(testapp, mfa_token, status=429, backup_code=codes[0])
+    code_checks_signed_in(
+        testapp, user, {'backup_code': codes[0]}, status=429, otp=app.code(0)
+    )
+    assert (
+        subjects_to(conn, user.email)[-1]
+        == 'Someone is guessing your verification codes'
+    )
+    assert events(
+        conn, user.id, 'second_factor_check_failed', 'second_factor_guesses_exhausted'
+    ) == (['second_factor_check_failed'] * 2 + ['second_factor_guesses_exhausted'])
+    end_window(conn, user.id, 'second_factor')
+    second_step(testapp, mfa_token, status=200, otp_code=app.code(1))
+
+
+def test_verify_spends_the_second_factor_budget(testapp, make_user):
+    user = make_user()
+    started = testapp.post_json(
+        '/api/v1/profile/mfa', {'password': user.password}, headers=user.headers
+    ).json
+    app = Authenticator(started['provisioning_url'])
+    for _ in range(10):
+        testapp.post_json(
+            '/api/v1/profile/mfa/verify',
+            {'otp_code': wrong_code(app)},
+            headers=user.headers,
+            status=422,
+        )
+    testapp.post_json(
+        '/api/v1/profile/mfa/verify',
+        {'otp_code': app.code(0)},
+        headers=user.headers,
+        status=429,
+    )
+
+
+def test_concurrent_wrong_guesses_cannot_exceed_the_budget(gunicorn_url, make_user):
+    user = make_user()
+    headers = {**user.headers, 'Content-Type': 'application/json'}
+
+    def guess(_):
+        return http(
+            'PUT',
+            gunicorn_url + '/api/v1/profile',
+            password_change(user, 'not the password'),
+            headers=headers,
+        ).status
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(guess, range(24)))
+    assert statuses.count(422) == 10 and statuses.count(429) == 14
