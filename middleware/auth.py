@@ -70,7 +70,8 @@ class Caller:
         self.email = row['email']
         self.mfa_enabled = row['mfa_enabled']
         self.enrollment_required = row['enrollment_required']
-        # Authenticated with the mfa_token of an enrolment requirement (``enrolment`` only).
+        # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
+        # only).
         self.setup = setup
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = row['doc']
@@ -90,13 +91,15 @@ class Caller:
 
 
 def _forwarded_header(req, name):
-    """``api_access_token`` or ``mfa_token``, when the peer is one of FORWARDED_ALLOW_IPS.
+    """``api_access_token`` or ``mfa_token``, when the peer is one of
+    FORWARDED_ALLOW_IPS.
 
-    NOTE: gunicorn passes the underscore spelling only from those peers (gunicorn.conf.py,
-    docs/security.md), but the hyphenated one (``Api-Access-Token``) is an ordinary header
-    that reaches the WSGI environ under the same name from anyone. The documented rule is
-    that a client talking to gunicorn directly from elsewhere cannot use these headers, so
-    both spellings are held to it here; through nginx (a trusted peer) both still work.
+    NOTE: gunicorn passes the underscore spelling only from those peers
+    (gunicorn.conf.py, docs/security.md), but the hyphenated one (``Api-Access-Token``)
+    is an ordinary header that reaches the WSGI environ under the same name from anyone.
+    The documented rule is that a client talking to gunicorn directly from elsewhere
+    cannot use these headers, so both spellings are held to it here; through nginx (a
+    trusted peer) both still work.
     """
     return req.get_header(name) if req.context.get('from_trusted_proxy') else None
 
@@ -209,13 +212,15 @@ class RequireAccess:
         level = access_level(resource, req.method)
         if level is None:
             if not hasattr(resource, f'on_{req.method.lower()}'):
-                return  # no responder: Falcon's 405, answered as the 404 of an unknown route
+                # no responder: Falcon's 405, answered as the 404 of an unknown route
+                return
             raise errors.NotAuthorized()
         if level == 'public':
             return
         caller = req.context.caller
         if level == 'optional':
-            # Optional credentials that are sent are held to the account's MFA requirement too.
+            # Optional credentials that are sent are held to the account's MFA
+            # requirement too.
             if (
                 caller is not None
                 and caller.enrollment_required
