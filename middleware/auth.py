@@ -198,6 +198,13 @@ class TokenAuth:
             tokens.set_headers(resp, token, client, expires_at, caller.email)
 
 
+def _refuse_unenrolled(caller, resource):
+    """403 ``mfa_enrollment_required`` for a member of an account that requires MFA,
+    without MFA, unless the resource declares ``before_enrolment`` (SPEC 12)."""
+    if caller.enrollment_required and not getattr(resource, 'before_enrolment', False):
+        raise errors.MFAEnrollmentRequired()
+
+
 class RequireAccess:
     """Enforce ``resource.access`` for the caller TokenAuth resolved.
 
@@ -221,12 +228,8 @@ class RequireAccess:
         if level == 'optional':
             # Optional credentials that are sent are held to the account's MFA
             # requirement too.
-            if (
-                caller is not None
-                and caller.enrollment_required
-                and not getattr(resource, 'before_enrolment', False)
-            ):
-                raise errors.MFAEnrollmentRequired()
+            if caller is not None:
+                _refuse_unenrolled(caller, resource)
             return
         if caller is None:
             raise errors.Unauthenticated()
@@ -234,10 +237,7 @@ class RequireAccess:
             if caller.token is None and not caller.setup:
                 raise errors.NeedsSession()
             return
-        if caller.enrollment_required and not getattr(
-            resource, 'before_enrolment', False
-        ):
-            raise errors.MFAEnrollmentRequired()
+        _refuse_unenrolled(caller, resource)
         if level == 'user':
             return
         if level == 'session':
