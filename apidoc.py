@@ -99,8 +99,8 @@ RESPONSES = {
         (),
     ),
     'bad_request': (
-        'The body is not valid JSON (NUL characters and lone surrogates included), or a '
-        'multipart body cannot be parsed.',
+        'The body is not valid JSON (NUL characters and lone surrogates included), or '
+        'a multipart body cannot be parsed.',
         _ERRORS + 'message',
         (),
     ),
@@ -115,8 +115,8 @@ RESPONSES = {
         (),
     ),
     'needs_session': (
-        'A credential action (the access token, sessions, MFA, e-mail or password) needs '
-        'the token headers of a sign-in; api_access_token is refused.',
+        'A credential action (the access token, sessions, MFA, e-mail or password) '
+        'needs the token headers of a sign-in; api_access_token is refused.',
         _ERRORS + 'needs_session',
         (),
     ),
@@ -127,14 +127,14 @@ RESPONSES = {
         (),
     ),
     'cross_site_form': (
-        'A form body (urlencoded or multipart) whose Origin is neither FRONTEND_URL nor one of '
-        'CORS_ALLOWED_ORIGINS (SPEC 3.4).',
+        'A form body (urlencoded or multipart) whose Origin is neither FRONTEND_URL '
+        'nor one of CORS_ALLOWED_ORIGINS (SPEC 3.4).',
         _ERRORS + 'cross_site_form',
         (),
     ),
     'invalid_login': (
-        'Wrong e-mail or password; or, with error_code user_not_confirmed, an unconfirmed '
-        'address.',
+        'Wrong e-mail or password; or, with error_code user_not_confirmed, an '
+        'unconfirmed address.',
         _ERRORS + 'invalid_login',
         (),
     ),
@@ -150,7 +150,8 @@ RESPONSES = {
         (),
     ),
     'too_large': (
-        'The body is over its limit: 1 MiB for JSON, AVATAR_MAX_BYTES + 64 KiB for multipart.',
+        'The body is over its limit: 1 MiB for JSON, '
+        'AVATAR_MAX_BYTES + 64 KiB for multipart.',
         _ERRORS + 'too_large',
         (),
     ),
@@ -162,7 +163,8 @@ RESPONSES = {
     ),
     'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
     'rate_limited': (
-        'Too many requests (SPEC 7), or a sixth e-mail change within 24 hours (SPEC 3.3).',
+        'Too many requests (SPEC 7), or a sixth e-mail change within 24 hours '
+        '(SPEC 3.3).',
         _ERRORS + 'retry_later',
         ('Retry-After',),
     ),
@@ -184,8 +186,8 @@ RESPONSES = {
         (),
     ),
     'mfa_enabled': (
-        'MFA is on; every other session and the access token are revoked; the recovery codes, '
-        'shown once.',
+        'MFA is on; every other session and the access token are revoked; the recovery '
+        'codes, shown once.',
         _MFA + 'enabled',
         (),
     ),
@@ -200,8 +202,8 @@ RESPONSES = {
         (),
     ),
     'mfa_challenge': (
-        'Right, but a second factor (mfa_required) or an enrolment (mfa_setup_required) comes '
-        'first: no token headers.',
+        'Right, but a second factor (mfa_required) or an enrolment '
+        '(mfa_setup_required) comes first: no token headers.',
         _MFA + 'challenge',
         (),
     ),
@@ -250,7 +252,8 @@ _EVERYWHERE = {
 
 HEADERS = {
     'X-Request-Id': (
-        "The request id (nginx's, else a new one); the log lines of the request carry it.",
+        "The request id (nginx's, else a new one); the log lines of the request "
+        'carry it.',
         {'type': 'string', 'pattern': '^[A-Za-z0-9._:-]{1,128}$'},
     ),
     'Retry-After': (
@@ -298,41 +301,58 @@ SECURITY_SCHEMES = {
         'type': 'apiKey',
         'in': 'header',
         'name': 'api_access_token',
-        'description': "The profile's access_token; its successes echo no token headers.",
+        'description': (
+            "The profile's access_token; its successes echo no token headers."
+        ),
     },
     'mfaToken': {
         'type': 'apiKey',
         'in': 'header',
         'name': 'mfa_token',
-        'description': 'The mfa_token of a 206 mfa_setup_required sign-in: reaches only the '
-        '/api/v1/profile/mfa endpoints, until MFA is on.',
+        'description': (
+            'The mfa_token of a 206 mfa_setup_required sign-in: reaches only the '
+            '/api/v1/profile/mfa endpoints, until MFA is on.'
+        ),
     },
 }
 
 DESCRIPTION = """\
-The account and profile API of Frontdesk. Bodies are JSON (`application/json; charset=utf-8`) \
-except the avatar upload; errors are always JSON. Signed-in requests send either the three \
-headers `access-token`, `client`, `uid` of a sign-in, or `api_access_token`. Unknown fields in \
-request bodies are ignored.
+The account and profile API of Frontdesk. Bodies are JSON \
+(`application/json; charset=utf-8`) except the avatar upload; errors are always JSON. \
+Signed-in requests send either the three headers `access-token`, `client`, `uid` of a \
+sign-in, or `api_access_token`. Unknown fields in request bodies are ignored.
 
-Wherever a JSON body is accepted, `application/x-www-form-urlencoded` is accepted too, in \
-Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, `tags[]=a&tags[]=b`). \
-Its values are strings, cast where the schema wants another type: `true`/`false`/`1`/`0` for \
-booleans, decimal digits for integers, an empty value for null; anything else is the usual 422.
+Wherever a JSON body is accepted, `application/x-www-form-urlencoded` is accepted too, \
+in Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, \
+`tags[]=a&tags[]=b`). Its values are strings, cast where the schema wants another \
+type: `true`/`false`/`1`/`0` for booleans, decimal digits for integers, an empty value \
+for null; anything else is the usual 422.
 
-Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (no body needed) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come back once). Then `POST /auth/sign_in` with the password answers 206 `{"mfa_required": true, "mfa_token"}` and no token headers, and a second `POST /auth/sign_in` with `mfa_token` and `otp_code` (or `backup_code`) signs in (at the session limit it ends the least recently active session); a password reset or a confirmation of such a user answers the same 206. A member of an account with `enforce_mfa` and without MFA gets 206 `{"mfa_setup_required": true, "mfa_token"}` instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` endpoints, and after enrolling the member signs in again with a code. The MFA endpoints refuse `api_access_token`.
+Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (no body \
+needed) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come \
+back once). Then `POST /auth/sign_in` with the password answers 206 \
+`{"mfa_required": true, "mfa_token"}` and no token headers, and a second \
+`POST /auth/sign_in` with `mfa_token` and `otp_code` (or `backup_code`) signs in (at \
+the session limit it ends the least recently active session); a password reset or a \
+confirmation of such a user answers the same 206. A member of an account with \
+`enforce_mfa` and without MFA gets 206 `{"mfa_setup_required": true, "mfa_token"}` \
+instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` \
+endpoints, and after enrolling the member signs in again with a code. The MFA \
+endpoints refuse `api_access_token`.
 
-Request schemas use three keywords of our own beside JSON Schema 2020-12: `notBlank: true` (a \
-string must hold a non-whitespace character), `maxBytes: N` (at most N bytes in UTF-8) and \
-`format: iana-timezone` (an IANA time zone name the server knows, e.g. `Europe/Paris`). The server \
-enforces them; generic tools ignore them."""
+Request schemas use three keywords of our own beside JSON Schema 2020-12: \
+`notBlank: true` (a string must hold a non-whitespace character), `maxBytes: N` (at \
+most N bytes in UTF-8) and `format: iana-timezone` (an IANA time zone name the server \
+knows, e.g. `Europe/Paris`). The server enforces them; generic tools ignore them."""
 
 _FIELD = re.compile(r'\{(\w+)(?::(\w+)(?:\(([^)]*)\))?)?\}')
 _LIMITS = {'min': 'minimum', 'max': 'maximum'}
 
 
 def _component_ref(ref, stem):
-    """``definitions.json#/$defs/email`` -> ``#/components/schemas/definitions/$defs/email``."""
+    """``definitions.json#/$defs/email`` ->
+    ``#/components/schemas/definitions/$defs/email``.
+    """
     target, _, fragment = ref.partition('#')
     return f'#/components/schemas/{target.removesuffix(".json") or stem}{fragment}'
 
@@ -385,7 +405,9 @@ def _path(template):
 
 
 def _statuses(resource, method, level):
-    """{status: [response names]}: what the resource declares, then what the middleware adds."""
+    """{status: [response names]}: what the resource declares, then what the
+    middleware adds.
+    """
     declared = getattr(resource, 'responses', {}).get(method)
     if not declared:
         raise RuntimeError(
@@ -460,7 +482,10 @@ def _header_components():
         }
         if name in TOKEN_HEADERS:
             components[f'{name}.optional'] = {
-                'description': f'{description} Sent when the request used the token headers, or signed in.',
+                'description': (
+                    f'{description} Sent when the request used the token headers, or '
+                    'signed in.'
+                ),
                 'required': False,
                 'schema': schema,
             }
@@ -556,7 +581,9 @@ def _operation(path_template, resource, method, schemas):
 
 
 def build(route_table, schemas):
-    """The document for ``route_table`` ([(template, resource)]); ``schemas`` by file stem."""
+    """The document for ``route_table`` ([(template, resource)]); ``schemas`` by
+    file stem.
+    """
     paths = {}
     for template, resource in route_table:
         if getattr(resource, 'undocumented', False):
@@ -587,7 +614,7 @@ def build(route_table, schemas):
     )
 
 
-# ---------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
 # Issue 11: what a reader of /api/v1/docs needs beyond the shapes: tags, a summary and a
 # description per operation, and examples (tests/test_openapi.py validates every example
 # against its schema, and checks that no operation lacks them).
@@ -595,13 +622,17 @@ def build(route_table, schemas):
 TAGS = [
     {
         'name': 'Sign-up and accounts',
-        'description': 'Sign up (a user, an account and its administrator '
-        'membership in one request), read and change an account, its cache keys and the heartbeat.',
+        'description': (
+            'Sign up (a user, an account and its administrator membership in one '
+            'request), read and change an account, its cache keys and the heartbeat.'
+        ),
     },
     {
         'name': 'Profile',
-        'description': "The caller's own user: name, e-mail, password, avatar, availability, "
-        'settings per account.',
+        'description': (
+            "The caller's own user: name, e-mail, password, avatar, availability, "
+            'settings per account.'
+        ),
     },
     {
         'name': 'Sessions and confirmation',
@@ -628,7 +659,10 @@ def tag_for(path):
     )
 
 
-_TOKEN_NOTE = ' Answers with the five token headers (`access-token`, `token-type`, `client`, `expiry`, `uid`).'
+_TOKEN_NOTE = (
+    ' Answers with the five token headers (`access-token`, `token-type`, `client`, '
+    '`expiry`, `uid`).'
+)
 _SIGNED_IN_NOTE = ' Needs the token headers of a sign-in or `api_access_token`.'
 _ADMIN_NOTE = (
     ' Administrators of the account only (an agent gets 401 with the role body).'
@@ -638,11 +672,12 @@ _ADMIN_NOTE = (
 OPERATIONS = {
     'POST /api/v1/accounts': (
         'Sign up, or add an account',
-        'Without credentials: creates the user (unconfirmed), the account, the administrator membership and '
-        'the API access token, and mails a confirmation link; sign-in needs the confirmed address. With '
-        'credentials: adds a new account to the caller as its administrator (only `account_name` needed).'
-        ' Refused parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per 30 minutes.'
-        + _TOKEN_NOTE,
+        'Without credentials: creates the user (unconfirmed), the account, the '
+        'administrator membership and the API access token, and mails a confirmation '
+        'link; sign-in needs the confirmed address. With credentials: adds a new '
+        'account to the caller as its administrator (only `account_name` needed). '
+        'Refused parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per '
+        '30 minutes.' + _TOKEN_NOTE,
     ),
     'GET /api/v1/accounts/{account_id}': (
         'Read an account',
@@ -650,9 +685,9 @@ OPERATIONS = {
     ),
     'PUT /api/v1/accounts/{account_id}': (
         'Change an account',
-        'Only the fields sent change; `timezone`, `industry` and `company_size` are kept in '
-        '`custom_attributes`. All failures are reported together in one 422, and nothing is written then.'
-        + _ADMIN_NOTE,
+        'Only the fields sent change; `timezone`, `industry` and `company_size` are '
+        'kept in `custom_attributes`. All failures are reported together in one 422, '
+        'and nothing is written then.' + _ADMIN_NOTE,
     ),
     'PATCH /api/v1/accounts/{account_id}': (
         'Change an account',
@@ -660,14 +695,16 @@ OPERATIONS = {
     ),
     'GET /api/v1/accounts/{account_id}/cache_keys': (
         "Read an account's cache keys",
-        'Epoch seconds of the last change of labels, inboxes and teams, for client caches; sent with '
+        'Epoch seconds of the last change of labels, inboxes and teams, for client '
+        'caches; sent with '
         '`Cache-Control: max-age=10, private, stale-while-revalidate=300`.'
         + _SIGNED_IN_NOTE,
     ),
     'POST /api/v1/accounts/{account_id}/update_active_at': (
         'Heartbeat in an account',
-        "Stamps the caller's membership as active now: `availability_status` stays as set for 5 minutes "
-        'after the last heartbeat when `auto_offline` is on.' + _SIGNED_IN_NOTE,
+        "Stamps the caller's membership as active now: `availability_status` stays as "
+        'set for 5 minutes after the last heartbeat when `auto_offline` is on.'
+        + _SIGNED_IN_NOTE,
     ),
     'GET /api/v1/profile': (
         'Read your profile',
@@ -675,9 +712,10 @@ OPERATIONS = {
     ),
     'PUT /api/v1/profile': (
         'Change your profile',
-        'Fields go under `profile`; only those sent change. A new `email` waits in `unconfirmed_email` '
-        'until the link mailed to it is used. A new `password` needs `current_password` and ends every '
-        'other session. As multipart/form-data, `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, '
+        'Fields go under `profile`; only those sent change. A new `email` waits in '
+        '`unconfirmed_email` until the link mailed to it is used. A new `password` '
+        'needs `current_password` and ends every other session. As '
+        'multipart/form-data, `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, '
         'WebP).' + _SIGNED_IN_NOTE,
     ),
     'PATCH /api/v1/profile': (
@@ -703,31 +741,35 @@ OPERATIONS = {
     ),
     'POST /api/v1/profile/reset_access_token': (
         'Replace your API access token',
-        'A new `access_token`; the old one stops working at once. Needs the token headers of a sign-in '
-        '(403 with `api_access_token`).',
+        'A new `access_token`; the old one stops working at once. Needs the token '
+        'headers of a sign-in (403 with `api_access_token`).',
     ),
     'POST /api/v1/profile/resend_confirmation': (
         'Mail the confirmation link again',
-        'When your address (or a pending new one) is unconfirmed, mails a fresh link; otherwise sends '
-        'nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE,
+        'When your address (or a pending new one) is unconfirmed, mails a fresh link; '
+        'otherwise sends nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE,
     ),
     'POST /auth/sign_in': (
         'Sign in',
-        'E-mail (any case) and password of a confirmed user. Wrong e-mail or password are the same 401; '
-        'an unconfirmed address is a 401 with `error_code: user_not_confirmed`. 5 tries per IP per 5 '
-        'minutes, 10 per address per 15 minutes.'
+        'E-mail (any case) and password of a confirmed user. Wrong e-mail or password '
+        'are the same 401; an unconfirmed address is a 401 with '
+        '`error_code: user_not_confirmed`. 5 tries per IP per 5 minutes, 10 per '
+        'address per 15 minutes.'
         + _TOKEN_NOTE
         + ' A user with two-factor sign-in gets 206 '
-        '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the second request sends '
-        '`mfa_token` with `otp_code` (or `backup_code`; an empty one counts as absent) and signs in, at the '
-        'session limit ending the least recently active session (bad code 400, counted: 5 per token; bad, '
-        'used or expired token 401; 10 per IP and 10 per token a minute). A member of an account that '
-        'requires MFA, without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as '
-        'the `mfa_token` header, reaches only `/api/v1/profile/mfa*`.',
+        '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the '
+        'second request sends `mfa_token` with `otp_code` (or `backup_code`; an empty '
+        'one counts as absent) and signs in, at the session limit ending the least '
+        'recently active session (bad code 400, counted: 5 per token; bad, used or '
+        'expired token 401; 10 per IP and 10 per token a minute). A member of an '
+        'account that requires MFA, without it, gets 206 '
+        '`{"mfa_setup_required": true, "mfa_token"}`: that token, as the `mfa_token` '
+        'header, reaches only `/api/v1/profile/mfa*`.',
     ),
     'DELETE /auth/sign_out': (
         'Sign out',
-        'Revokes the token of the request; it gets 401 afterwards. Needs the token headers.',
+        'Revokes the token of the request; it gets 401 afterwards. Needs the token '
+        'headers.',
     ),
     'GET /auth/validate_token': (
         'Check your token',
@@ -735,59 +777,66 @@ OPERATIONS = {
     ),
     'POST /auth/confirmation': (
         'Confirm an e-mail address',
-        'With the `confirmation_token` of the mailed link (`.../app/auth/confirmation?confirmation_token=T`):'
-        ' confirms the address (a pending new one becomes `email`) and signs in. Tokens work once and '
-        'expire after 3 days.'
+        'With the `confirmation_token` of the mailed link '
+        '(`.../app/auth/confirmation?confirmation_token=T`): confirms the address (a '
+        'pending new one becomes `email`) and signs in. Tokens work once and expire '
+        'after 3 days.'
         + _TOKEN_NOTE
-        + ' For a user with two-factor sign-in: confirms, then 206 with '
-        'an `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.',
+        + ' For a user with two-factor sign-in: confirms, then 206 with an `mfa_token` '
+        'for the second step of `POST /auth/sign_in`, no token headers.',
     ),
     'POST /auth/password': (
         'Ask for a password reset link',
-        'Always the same answer, whether or not the address belongs to a user; a user gets a link '
-        '(`.../app/auth/password/edit?reset_password_token=T`), valid 6 hours.',
+        'Always the same answer, whether or not the address belongs to a user; a user '
+        'gets a link (`.../app/auth/password/edit?reset_password_token=T`), valid 6 '
+        'hours.',
     ),
     'PUT /auth/password': (
         'Set a new password with a reset link',
-        'With the `reset_password_token` of the mailed link: sets the password, confirms the address, ends '
-        'every other session and signs in.'
+        'With the `reset_password_token` of the mailed link: sets the password, '
+        'confirms the address, ends every other session and signs in.'
         + _TOKEN_NOTE
-        + ' For a user with two-factor sign-in: sets the '
-        'password, ends every session, then 206 with an `mfa_token` for the second step of '
-        '`POST /auth/sign_in`, no token headers.',
+        + ' For a user with two-factor sign-in: sets the password, ends every session, '
+        'then 206 with an `mfa_token` for the second step of `POST /auth/sign_in`, no '
+        'token headers.',
     ),
     'POST /resend_confirmation': (
         'Mail the confirmation link again, signed out',
-        'For an address that is not confirmed yet (or a pending new one): mails a fresh link. Always 200 '
-        '`{}` with the same timing whether or not the address belongs to a user. Rate limited like password '
-        'reset requests; hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.',
+        'For an address that is not confirmed yet (or a pending new one): mails a '
+        'fresh link. Always 200 `{}` with the same timing whether or not the address '
+        'belongs to a user. Rate limited like password reset requests; '
+        'hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.',
     ),
     'POST /auth/email_revert': (
         'Undo an e-mail change',
-        'With the `token` of the link mailed to the old address when the address was changed '
-        '(`.../app/auth/email_revert?token=T`, valid 7 days): restores the old address, cancels the pending '
-        'change, ends every session and the access token, clears the password and mails a password-reset '
-        'link to the restored address. 200 `{}`; a bad token is 422 `Invalid token`.',
+        'With the `token` of the link mailed to the old address when the address was '
+        'changed (`.../app/auth/email_revert?token=T`, valid 7 days): restores the old '
+        'address, cancels the pending change, ends every session and the access token, '
+        'clears the password and mails a password-reset link to the restored address. '
+        '200 `{}`; a bad token is 422 `Invalid token`.',
     ),
     'POST /auth/mfa_revert': (
         'Undo turning two-factor sign-in on',
         'With the `token` of the "this was not me" link of the MFA-enabled e-mail '
-        '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement off (MFA and its recovery '
-        'codes), ends every session and the access token, clears the password and mails a password-reset '
-        'link. 200 `{}`; a bad, used or expired token, or one whose enablement has ended (MFA turned off, or '
-        "off and on again, since) or whose address is no longer the account's, is 422 `Invalid token`.",
+        '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement off '
+        '(MFA and its recovery codes), ends every session and the access token, clears '
+        'the password and mails a password-reset link. 200 `{}`; a bad, used or '
+        'expired token, or one whose enablement has ended (MFA turned off, or off and '
+        "on again, since) or whose address is no longer the account's, is 422 "
+        '`Invalid token`.',
     ),
     'GET /api/v1/password_policy': (
         'The password rules',
-        'What a new password must pass, so a client can show the rules before submitting: 8 characters to '
-        '72 bytes, not a common password, not containing your name or e-mail, not the current one (and not '
-        'a known breached one when the operator turned that check on).',
+        'What a new password must pass, so a client can show the rules before '
+        'submitting: 8 characters to 72 bytes, not a common password, not containing '
+        'your name or e-mail, not the current one (and not a known breached one when '
+        'the operator turned that check on).',
     ),
     'GET /api/v1/profile/sessions': (
         'List your sessions',
-        'One entry per sign-in (device), most recently active first, unexpired only; `current` marks this '
-        'one. Browser, platform and device come from the User-Agent of the sign-in. Token headers only '
-        '(403 with `api_access_token`).',
+        'One entry per sign-in (device), most recently active first, unexpired only; '
+        '`current` marks this one. Browser, platform and device come from the '
+        'User-Agent of the sign-in. Token headers only (403 with `api_access_token`).',
     ),
     'DELETE /api/v1/profile/sessions': (
         'End every other session',
@@ -801,53 +850,60 @@ OPERATIONS = {
     ),
     'GET /api/v1/profile/audit_events': (
         'Your security events',
-        'Sign-ins, password and e-mail changes, sessions ended and the like, newest first; page with '
-        '`before=<next_before>` and `limit` (at most 100).' + _SIGNED_IN_NOTE,
+        'Sign-ins, password and e-mail changes, sessions ended and the like, newest '
+        'first; page with `before=<next_before>` and `limit` (at most 100).'
+        + _SIGNED_IN_NOTE,
     ),
     'GET /api/v1/accounts/{account_id}/audit_events': (
         "An account's security events",
-        "The events that concern the account and its members' sign-ins, newest first, paged like your own; "
-        'filters `event`, `user_id`, `since`, `until`.' + _ADMIN_NOTE,
+        "The events that concern the account and its members' sign-ins, newest first, "
+        'paged like your own; filters `event`, `user_id`, `since`, `until`.'
+        + _ADMIN_NOTE,
     ),
     'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
         'Sign a member out everywhere',
-        'Ends every session of that member (and its access token with `?include_access_token=true`); '
-        '200 `{"revoked": N}`. Not a member: 404.' + _ADMIN_NOTE,
+        'Ends every session of that member (and its access token with '
+        '`?include_access_token=true`); 200 `{"revoked": N}`. Not a member: 404.'
+        + _ADMIN_NOTE,
     ),
     'GET /api/v1/profile/mfa': (
         'Your two-factor sign-in',
-        'Whether it is on, and how many recovery codes are left; `feature_available` is false while the '
-        'server has no `SECRET_KEY`. Token headers of a sign-in (403 with `api_access_token`), or the '
-        '`mfa_token` header of an enrolment an account requires.',
+        'Whether it is on, and how many recovery codes are left; `feature_available` '
+        'is false while the server has no `SECRET_KEY`. Token headers of a sign-in '
+        '(403 with `api_access_token`), or the `mfa_token` header of an enrolment an '
+        'account requires.',
     ),
     'POST /api/v1/profile/mfa': (
         'Start two-factor enrolment',
-        'A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL for a QR code, and as '
-        'text. MFA stays off until `/verify` gets a code from it. No body is needed; a `password` sent is '
-        'checked (422 when wrong). '
-        'Token headers or the enrolment `mfa_token`; never `api_access_token`.',
+        'A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL '
+        'for a QR code, and as text. MFA stays off until `/verify` gets a code from '
+        'it. No body is needed; a `password` sent is checked (422 when wrong). Token '
+        'headers or the enrolment `mfa_token`; never `api_access_token`.',
     ),
     'DELETE /api/v1/profile/mfa': (
         'Turn two-factor sign-in off',
-        'Needs the password and a code (`otp_code` or `backup_code`; an empty one counts as absent). A '
-        'credential change: every other '
-        'session, the access token and open links end; you get a security e-mail. 5 a minute.',
+        'Needs the password and a code (`otp_code` or `backup_code`; an empty one '
+        'counts as absent). A credential change: every other session, the access token '
+        'and open links end; you get a security e-mail. 5 a minute.',
     ),
     'POST /api/v1/profile/mfa/verify': (
         'Turn two-factor sign-in on',
-        'The first code of the new secret turns MFA on and answers the 10 recovery codes, shown this once. '
-        'A credential change: every other session, the access token and open links end; you get a security '
-        'e-mail whose link (7 days) turns this enablement off again. With the enrolment `mfa_token` it signs '
-        'nobody in: sign in again, with a code. 5 a minute.',
+        'The first code of the new secret turns MFA on and answers the 10 recovery '
+        'codes, shown this once. A credential change: every other session, the access '
+        'token and open links end; you get a security e-mail whose link (7 days) turns '
+        'this enablement off again. With the enrolment `mfa_token` it signs nobody in: '
+        'sign in again, with a code. 5 a minute.',
     ),
     'POST /api/v1/profile/mfa/backup_codes': (
         'New recovery codes',
-        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop working. 5 a minute.',
+        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop '
+        'working. 5 a minute.',
     ),
     'GET /api': (
         'Version and status',
         'The service version, the time, and whether the database answers '
-        '(`data_services`); 200 either way. The mobile app calls it to accept a server address.',
+        '(`data_services`); 200 either way. The mobile app calls it to accept a server '
+        'address.',
     ),
     'GET /healthz': (
         'Liveness',
@@ -990,7 +1046,10 @@ EXAMPLES = {
                 'subject_id': 7,
                 'account_id': None,
                 'ip_address': '203.0.113.9',
-                'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
+                'user_agent': (
+                    'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) '
+                    'Gecko/20100101 Firefox/128.0'
+                ),
                 'session_id': 91,
                 'details': {},
             }
@@ -1004,8 +1063,10 @@ EXAMPLES = {
         'data_services': 'ok',
     },
     'reset_requested': {
-        'message': 'If ada@example.com is registered, a link to reset the password is on '
-        'its way.'
+        'message': (
+            'If ada@example.com is registered, a link to reset the password '
+            'is on its way.'
+        )
     },
     'mfa_status': {
         'feature_available': True,

@@ -1,4 +1,6 @@
-"""The Frontdesk WSGI application: ``create_app()`` wires config, pool, middleware, routes."""
+"""The Frontdesk WSGI application: ``create_app()`` wires config, pool, middleware,
+routes.
+"""
 
 import falcon
 
@@ -238,9 +240,9 @@ def create_app(config=None, pool=None):
         middleware.append(RateLimit(pool, queries))
     app = falcon.App(media_type=JSON, middleware=middleware)
     json_handler = JSONHandler()
-    # Multipart only reaches resources that list the method in ``multipart`` (the avatar
-    # upload); JSONSchemaValidation answers 415 everywhere else. Form bodies are accepted
-    # wherever JSON is (SPEC 11).
+    # Multipart only reaches resources that list the method in ``multipart`` (the
+    # avatar upload); JSONSchemaValidation answers 415 everywhere else. Form bodies are
+    # accepted wherever JSON is (SPEC 11).
     app.req_options.media_handlers = falcon.media.Handlers(
         {
             falcon.MEDIA_JSON: json_handler,

@@ -36,8 +36,8 @@ class Config:
     smtp_password: str | None = dataclasses.field(default=None, repr=False)
     avatar_dir: str = './var/avatars'
     avatar_url_prefix: str = '/avatars/'
-    # Issue 10b: 8 MiB, not 15: decoding a JPEG costs about 13 ms of CPU per MiB whatever
-    # its pixels (docs/performance.md, "Avatars").
+    # Issue 10b: 8 MiB, not 15: decoding a JPEG costs about 13 ms of CPU per MiB
+    # whatever its pixels (docs/performance.md, "Avatars").
     avatar_max_bytes: int = 8 * 1024 * 1024
     token_lifespan_days: int = 60
     bcrypt_rounds: int = 12
@@ -61,12 +61,13 @@ class Config:
     max_user_sessions: int = 25
     session_idle_timeout_minutes: int | None = None
     audit_retention_days: int = 365
-    # Issue 18 (SPEC 3.4): how recent a session's last password or second-factor check must
-    # be for an e-mail change (and personal access tokens) without the current password.
+    # Issue 18 (SPEC 3.4): how recent a session's last password or second-factor check
+    # must be for an e-mail change (and personal access tokens) without the current
+    # password.
     reauth_window_minutes: int = 15
     # --- issue 14 (SPEC 16): behind a transaction-mode pooler (PgBouncer) ---
-    # Off: psycopg never prepares statements (prepare_threshold=None), which such a pooler
-    # cannot carry from one transaction to the next.
+    # Off: psycopg never prepares statements (prepare_threshold=None), which such a
+    # pooler cannot carry from one transaction to the next.
     prepared_statements: bool = True
     # manage.py migrate: a direct connection, for its session-level advisory lock.
     migrate_database_url: str | None = dataclasses.field(default=None, repr=False)
@@ -79,7 +80,9 @@ class Config:
 
     @property
     def idle_seconds(self):
-        """The idle timeout in seconds; a century when it is off (one query plan either way)."""
+        """The idle timeout in seconds; a century when it is off (one query plan either
+        way).
+        """
         if self.session_idle_timeout_minutes is None:
             return NO_IDLE_TIMEOUT_SECONDS
         return self.session_idle_timeout_minutes * 60
@@ -142,7 +145,8 @@ def _origins(env, name):
             or parts.query
         ):
             raise ConfigError(
-                f'{name} must list origins like https://dashboard.example.com, got {origin!r}'
+                f'{name} must list origins like https://dashboard.example.com, got '
+                f'{origin!r}'
             )
     return origins
 
@@ -179,16 +183,18 @@ def _smtp_tls(env):
         mode = 'starttls' if legacy else 'off'
     elif mode not in SMTP_TLS_MODES:
         raise ConfigError(
-            f'SMTP_TLS must be one of {", ".join(SMTP_TLS_MODES)}, got {env["SMTP_TLS"]!r}'
+            f'SMTP_TLS must be one of {", ".join(SMTP_TLS_MODES)}, got '
+            f'{env["SMTP_TLS"]!r}'
         )
     elif legacy is not None and legacy != (mode == 'starttls'):
         raise ConfigError(
-            f'SMTP_STARTTLS={env["SMTP_STARTTLS"]} contradicts SMTP_TLS={mode}; unset SMTP_STARTTLS'
+            f'SMTP_STARTTLS={env["SMTP_STARTTLS"]} contradicts SMTP_TLS={mode}; '
+            'unset SMTP_STARTTLS'
         )
     if env.get('SMTP_USERNAME') and mode == 'off':
         raise ConfigError(
-            'SMTP_USERNAME is set but SMTP_TLS is off: the login would go out unencrypted '
-            '(set SMTP_TLS=starttls or implicit)'
+            'SMTP_USERNAME is set but SMTP_TLS is off: the login would go out '
+            'unencrypted (set SMTP_TLS=starttls or implicit)'
         )
     return mode
 
@@ -213,7 +219,9 @@ def mail_dir(env):
 
 
 def _secret_key(env):
-    """SECRET_KEY (issue 13): unset is None (MFA off); set, at least 32 bytes of base64."""
+    """SECRET_KEY (issue 13): unset is None (MFA off); set, at least 32 bytes of
+    base64.
+    """
     raw = (env.get('SECRET_KEY') or '').strip()
     if not raw:
         return None
@@ -254,7 +262,8 @@ def load(env=None):
     signup = env.get('ENABLE_ACCOUNT_SIGNUP', 'true') or 'true'
     if signup not in SIGNUP_MODES:
         raise ConfigError(
-            f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got {signup!r}'
+            f'ENABLE_ACCOUNT_SIGNUP must be one of {", ".join(SIGNUP_MODES)}, got '
+            f'{signup!r}'
         )
     prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
     if not prefix.endswith('/'):
@@ -264,7 +273,8 @@ def load(env=None):
     breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
     if breached not in BREACHED_CHECKS:
         raise ConfigError(
-            f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got {breached!r}'
+            f'BREACHED_PASSWORD_CHECK must be one of {", ".join(BREACHED_CHECKS)}, got '
+            f'{breached!r}'
         )
     return Config(
         database_url=database_url,
@@ -298,7 +308,8 @@ def load(env=None):
         hibp_range_url=_url(
             env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'
         ),
-        # Issue 12. MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still read.
+        # Issue 12. MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still
+        # read.
         max_user_sessions=_number(
             env,
             'MAX_USER_SESSIONS',

@@ -71,7 +71,10 @@ class NeedsSession(APIError):
 
 
 class ReauthenticationRequired(APIError):
-    """A change that needs a recent password or second-factor check, or the current password (SPEC 3.4)."""
+    """A change that needs a recent password or second-factor check (SPEC 3.4).
+
+    Or the current password in the body, where the endpoint takes one.
+    """
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, REAUTHENTICATION_REQUIRED_BODY)

@@ -26,10 +26,12 @@ graceful_timeout = 30
 header_map = 'drop'
 forwarder_headers = 'API_ACCESS_TOKEN,MFA_TOKEN'
 # Only these peers may set X-Real-IP / X-Request-Id, api_access_token and mfa_token;
-# addresses, CIDR networks or *, parsed alike here and by config.py (the app's own check).
+# addresses, CIDR networks or *, parsed alike here and by config.py (the app's own
+# check).
 forwarded_allow_ips = os.environ.get('FORWARDED_ALLOW_IPS') or '127.0.0.1,::1'
 # gunicorn checks it before reading this file (its default is the variable), with the
-# same rules as config.py; a mistake stops it with "Error: 10.0.0.1/8 has host bits set".
+# same rules as config.py; a mistake stops it with
+# "Error: 10.0.0.1/8 has host bits set".
 # The app writes the access lines (middleware/access_log.py: it knows the client IP it
 # trusts and the request id); gunicorn's own lines share their format (logs.py).
 accesslog = None
@@ -79,7 +81,8 @@ def write_json_error(sock, status_int, reason, mesg):
     payload = json.dumps(body).encode() + b'\n'
     head = (
         f'HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n'
-        f'Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(payload)}\r\n'
-        f'X-Content-Type-Options: nosniff\r\nX-Request-Id: {request_id}\r\n\r\n'
+        'Content-Type: application/json; charset=utf-8\r\n'
+        f'Content-Length: {len(payload)}\r\nX-Content-Type-Options: nosniff\r\n'
+        f'X-Request-Id: {request_id}\r\n\r\n'
     )
     gunicorn.util.write_nonblock(sock, head.encode('latin-1') + payload)

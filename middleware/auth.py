@@ -70,7 +70,8 @@ class Caller:
         self.email = row['email']
         self.mfa_enabled = row['mfa_enabled']
         self.enrollment_required = row['enrollment_required']
-        # Authenticated with the mfa_token of an enrolment requirement (``enrolment`` only).
+        # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
+        # only).
         self.setup = setup
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = row['doc']
@@ -90,13 +91,15 @@ class Caller:
 
 
 def _forwarded_header(req, name):
-    """``api_access_token`` or ``mfa_token``, when the peer is one of FORWARDED_ALLOW_IPS.
+    """``api_access_token`` or ``mfa_token``, when the peer is one of
+    FORWARDED_ALLOW_IPS.
 
-    NOTE: gunicorn passes the underscore spelling only from those peers (gunicorn.conf.py,
-    docs/security.md), but the hyphenated one (``Api-Access-Token``) is an ordinary header
-    that reaches the WSGI environ under the same name from anyone. The documented rule is
-    that a client talking to gunicorn directly from elsewhere cannot use these headers, so
-    both spellings are held to it here; through nginx (a trusted peer) both still work.
+    NOTE: gunicorn passes the underscore spelling only from those peers
+    (gunicorn.conf.py, docs/security.md), but the hyphenated one (``Api-Access-Token``)
+    is an ordinary header that reaches the WSGI environ under the same name from anyone.
+    The documented rule is that a client talking to gunicorn directly from elsewhere
+    cannot use these headers, so both spellings are held to it here; through nginx (a
+    trusted peer) both still work.
     """
     return req.get_header(name) if req.context.get('from_trusted_proxy') else None
 
@@ -195,6 +198,13 @@ class TokenAuth:
             tokens.set_headers(resp, token, client, expires_at, caller.email)
 
 
+def _refuse_unenrolled(caller, resource):
+    """403 ``mfa_enrollment_required`` for a member of an account that requires MFA,
+    without MFA, unless the resource declares ``before_enrolment`` (SPEC 12)."""
+    if caller.enrollment_required and not getattr(resource, 'before_enrolment', False):
+        raise errors.MFAEnrollmentRequired()
+
+
 class RequireAccess:
     """Enforce ``resource.access`` for the caller TokenAuth resolved.
 
@@ -209,19 +219,17 @@ class RequireAccess:
         level = access_level(resource, req.method)
         if level is None:
             if not hasattr(resource, f'on_{req.method.lower()}'):
-                return  # no responder: Falcon's 405, answered as the 404 of an unknown route
+                # no responder: Falcon's 405, answered as the 404 of an unknown route
+                return
             raise errors.NotAuthorized()
         if level == 'public':
             return
         caller = req.context.caller
         if level == 'optional':
-            # Optional credentials that are sent are held to the account's MFA requirement too.
-            if (
-                caller is not None
-                and caller.enrollment_required
-                and not getattr(resource, 'before_enrolment', False)
-            ):
-                raise errors.MFAEnrollmentRequired()
+            # Optional credentials that are sent are held to the account's MFA
+            # requirement too.
+            if caller is not None:
+                _refuse_unenrolled(caller, resource)
             return
         if caller is None:
             raise errors.Unauthenticated()
@@ -229,10 +237,7 @@ class RequireAccess:
             if caller.token is None and not caller.setup:
                 raise errors.NeedsSession()
             return
-        if caller.enrollment_required and not getattr(
-            resource, 'before_enrolment', False
-        ):
-            raise errors.MFAEnrollmentRequired()
+        _refuse_unenrolled(caller, resource)
         if level == 'user':
             return
         if level == 'session':

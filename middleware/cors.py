@@ -1,4 +1,5 @@
-"""CORS for dashboards served from another origin (SPEC 11); off unless CORS_ALLOWED_ORIGINS."""
+"""CORS for dashboards served from another origin (SPEC 11); off unless
+CORS_ALLOWED_ORIGINS."""
 
 import falcon
 
@@ -6,17 +7,20 @@ import tokens
 
 # What a dashboard sends: the sign-in headers, the integration token, the setup token of
 # an account's MFA requirement (SPEC 12), and JSON bodies.
-ALLOWED_HEADERS = 'access-token, client, uid, expiry, token-type, api_access_token, mfa_token, content-type'
+ALLOWED_HEADERS = (
+    'access-token, client, uid, expiry, token-type, api_access_token, mfa_token, '
+    'content-type'
+)
 
 
 class CORS(falcon.CORSMiddleware):
     """Falcon's CORS policy for exact origins, plus what it leaves out.
 
-    NOTE: falcon.CORSMiddleware matches origins, answers with the request's origin (never
-    ``*`` when given a list) and exposes headers; it cannot answer a preflight with 204,
-    name a fixed list of allowed headers (it echoes whatever the browser asks for), or
-    send ``Vary: Origin``, which keeps shared caches from serving one origin's answer to
-    another. Those three are added here.
+    NOTE: falcon.CORSMiddleware matches origins, answers with the request's origin
+    (never ``*`` when given a list) and exposes headers; it cannot answer a preflight
+    with 204, name a fixed list of allowed headers (it echoes whatever the browser asks
+    for), or send ``Vary: Origin``, which keeps shared caches from serving one origin's
+    answer to another. Those three are added here.
     """
 
     def __init__(self, origins):

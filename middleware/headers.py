@@ -1,4 +1,5 @@
-"""Headers every answer carries (SPEC 3.3), set in one place so no route can forget them."""
+"""Headers every answer carries (SPEC 3.3), set in one place so no route can forget
+them."""
 
 
 class SecurityHeaders:

@@ -1,4 +1,5 @@
-"""Rate limits of SPEC sections 7 and 12, counted in PostgreSQL so they hold across workers and hosts.
+"""Rate limits of SPEC sections 7 and 12, counted in PostgreSQL so they hold across
+workers and hosts.
 
 A resource declares ``rate_limits = {'POST': (('ip', 5, 300), ('email', 10, 900))}``:
 at most N requests per key per window of S seconds, keyed by the client address
@@ -97,7 +98,8 @@ class RateLimit:
 
 
 def _context_value(req, path):
-    """``req.context`` at a dotted path (``avatar``, ``doc.mfa_token``); None if absent."""
+    """``req.context`` at a dotted path (``avatar``, ``doc.mfa_token``); None if
+    absent."""
     first, *rest = path.split('.')
     value = req.context.get(first)
     for part in rest:

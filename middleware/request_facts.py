@@ -4,7 +4,8 @@ from services import audit
 
 
 class GatherRequestFacts:
-    """Leave in ``req.context.facts`` the RequestFacts every service call of the request gets.
+    """Leave in ``req.context.facts`` the RequestFacts every service call of the request
+    gets.
 
     After TokenAuth, which names the caller; before RequireAccess, whose refusals are
     audited, and everything after it. Services see these facts, never the request.

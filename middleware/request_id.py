@@ -48,7 +48,8 @@ class RequestId:
             request_id = uuid.uuid4().hex
         req.context.request_id = request_id
         real_ip = (req.get_header('X-Real-IP') or '').strip() if trusted else ''
-        # An address or nothing: the rate limits store it as text, where a NUL is an error.
+        # An address or nothing: the rate limits store it as text, where a NUL is an
+        # error.
         req.context.client_ip = real_ip if _is_address(real_ip) else req.remote_addr
 
     def process_response(self, req, resp, resource, req_succeeded):

@@ -29,7 +29,8 @@ class RailsPaths:
     """Rewrite ``req.path`` as Rails' router reads it; Falcon then routes the result.
 
     The reference system's clients depend on it: the dashboard signs up at
-    ``POST /api/v1/accounts.json`` and saves settings at ``PATCH /api/v1/accounts/42//``.
+    ``POST /api/v1/accounts.json`` and saves settings at
+    ``PATCH /api/v1/accounts/42//``.
     """
 
     def __init__(self, literal_paths):

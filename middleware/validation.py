@@ -32,12 +32,12 @@ class JSONSchemaValidation:
     types the schema wants, so both then meet the same validation.
 
     A resource declares ``schemas = {'POST': 'account_create'}``, and for query
-    parameters ``query = {'GET': 'audit_events_query'}`` (cast as form bodies are, left in
-    ``req.context.query``). The parsed body is
-    left in ``req.context.doc``. Methods listed in ``resource.multipart`` also take
-    multipart/form-data, parsed by ``resource.parse_multipart(req)`` into the same
-    document shape. Methods in ``resource.deferred_validation`` are parsed here but
-    validated by the responder, where the contract orders other checks first (sign-up).
+    parameters ``query = {'GET': 'audit_events_query'}`` (cast as form bodies are, left
+    in ``req.context.query``). The parsed body is left in ``req.context.doc``. Methods
+    listed in ``resource.multipart`` also take multipart/form-data, parsed by
+    ``resource.parse_multipart(req)`` into the same document shape. Methods in
+    ``resource.deferred_validation`` are parsed here but validated by the responder,
+    where the contract orders other checks first (sign-up).
     """
 
     def __init__(self, validators, avatar_max_bytes):

@@ -37,7 +37,8 @@ def send_signed_in(resp, conn, queries, config, user_id, session, uid):
 
 
 def send_challenge(resp, challenge):
-    """206: a second factor or an enrolment before any session (SPEC 12); no token headers."""
+    """206: a second factor or an enrolment before any session (SPEC 12); no token
+    headers."""
     resp.status = falcon.HTTP_206
     resp.media = challenge
     resp.cache_control = ['no-store']

@@ -138,7 +138,8 @@ class AccountItem:
         'PATCH': {200: 'account'},
     }
     schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
-    # Whether members must use MFA is account security: not for integration tokens (SPEC 3.4).
+    # Whether members must use MFA is account security: not for integration tokens
+    # (SPEC 3.4).
     session_fields = {'PUT': ('enforce_mfa',), 'PATCH': ('enforce_mfa',)}
 
     def __init__(self, pool, queries, validators):
@@ -158,8 +159,8 @@ class AccountItem:
     def on_put(self, req, resp, account_id):
         doc = req.context.doc
         patch = {key: doc[key] for key in self._fields if key in doc}
-        # Requiring MFA of everyone starts with oneself: otherwise the administrator's own
-        # sessions would be refused at once (SPEC 12, docs/security.md).
+        # Requiring MFA of everyone starts with oneself: otherwise the administrator's
+        # own sessions would be refused at once (SPEC 12, docs/security.md).
         if patch.get('enforce_mfa') is True and not req.context.caller.mfa_enabled:
             raise errors.Unprocessable.field('enforce_mfa', ENFORCE_MFA_NEEDS_MFA)
         with self._pool.connection() as conn, conn.transaction():

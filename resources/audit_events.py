@@ -1,4 +1,5 @@
-"""/api/v1/profile/audit_events and /api/v1/accounts/{account_id}/audit_events (SPEC 14)."""
+"""/api/v1/profile/audit_events and /api/v1/accounts/{account_id}/audit_events
+(SPEC 14)."""
 
 import datetime
 

@@ -1,8 +1,8 @@
 """/auth/confirmation, /auth/password, /auth/email_revert, /auth/mfa_revert,
 /resend_confirmation and /api/v1/profile/resend_confirmation.
 
-Using a confirmation, reset or revert link is a credential change (SPEC 3.3): it keeps no
-sign-in token but the one it issues.
+Using a confirmation, reset or revert link is a credential change (SPEC 3.3): it keeps
+no sign-in token but the one it issues.
 """
 
 import errors
@@ -87,7 +87,8 @@ class Confirmation:
                     session_id=session and session.id,
                 )
                 if kind:
-                    # After the credential change, which voids every earlier one-time token.
+                    # After the credential change, which voids every earlier one-time
+                    # token.
                     return send_challenge(
                         resp,
                         mfa.issue_challenge(
@@ -147,7 +148,8 @@ class Password:
                 ).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                # A refusal rolls the token's use back: the link still works for a better password.
+                # A refusal rolls the token's use back: the link still works for a
+                # better password.
                 found = problems or [
                     passwords.problem(
                         self._config,
@@ -160,7 +162,8 @@ class Password:
                 if any(found):
                     raise errors.Unprocessable(filter(None, found))
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass);
-                # else the new token first, so that revoking "every other token" spares it.
+                # else the new token first, so that revoking "every other token" spares
+                # it.
                 kind = mfa.challenge_kind(conn, self._queries, user['id'])
                 session = (
                     None
@@ -186,7 +189,8 @@ class Password:
                     session_id=session and session.id,
                 )
                 if kind:
-                    # After the credential change, which voids every earlier one-time token.
+                    # After the credential change, which voids every earlier one-time
+                    # token.
                     return send_challenge(
                         resp,
                         mfa.issue_challenge(
@@ -217,14 +221,15 @@ class Password:
 
 
 def _resend(pool, queries, config, user_id=None, email=None):
-    """Mail a fresh confirmation link when the user has an address to confirm (SPEC 5.7).
+    """Mail a fresh confirmation link when the user has an address to confirm
+    (SPEC 5.7).
 
-    A signed-in user's link to a pending address counts as an e-mail change (SPEC 3.3: at
-    most 5 a day), taken or not, so the 429 of the next change tells nothing. An anonymous
-    resend (``email``) never spends that quota: anyone could use it up, and tell a taken
-    pending address from a free one by it; mail to one address is bounded per address
-    instead (mail.sql, SPEC 3.4). Without a user to mail, the same statements run
-    (mail.request_confirmation).
+    A signed-in user's link to a pending address counts as an e-mail change (SPEC 3.3:
+    at most 5 a day), taken or not, so the 429 of the next change tells nothing. An
+    anonymous resend (``email``) never spends that quota: anyone could use it up, and
+    tell a taken pending address from a free one by it; mail to one address is bounded
+    per address instead (mail.sql, SPEC 3.4). Without a user to mail, the same
+    statements run (mail.request_confirmation).
     """
     with pool.connection() as conn:
         with conn.transaction():
@@ -241,7 +246,8 @@ def _resend(pool, queries, config, user_id=None, email=None):
                 row = None
             if row is not None and row['taken']:
                 row = None
-            # The signed-in resend has no address to hide: nothing to confirm, nothing to do.
+            # The signed-in resend has no address to hide: nothing to confirm, nothing
+            # to do.
             if row is not None or email is not None:
                 mail.request_confirmation(conn, queries, config, row, email)
 
@@ -252,9 +258,9 @@ class RevertLink:
     ``email_revert``: the link mailed to the old address of an e-mail change; the old
     address comes back and the pending change goes. ``mfa_revert``: the link of the
     MFA-enabled e-mail; MFA goes off, if that enablement is still the user's. Either way
-    every sign-in token and the access token are revoked and the password cleared (whoever
-    made the change may know it), and a reset link goes to the address so that its owner
-    can choose a new one.
+    every sign-in token and the access token are revoked and the password cleared
+    (whoever made the change may know it), and a reset link goes to the address so that
+    its owner can choose a new one.
     """
 
     access = {'POST': 'public'}
@@ -319,10 +325,12 @@ class ResendConfirmation:
 
 
 class PublicResendConfirmation:
-    """POST /resend_confirmation: the verify-e-mail page of a user who cannot sign in yet.
+    """POST /resend_confirmation: the verify-e-mail page of a user who cannot sign in
+    yet.
 
     The same 200 whether or not the address belongs to anyone, so it tells nobody which
-    addresses are registered; captcha-checked like sign-up and limited like reset requests.
+    addresses are registered; captcha-checked like sign-up and limited like reset
+    requests.
     """
 
     access = {'POST': 'public'}

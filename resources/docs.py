@@ -21,8 +21,9 @@ ASSETS = {
     'api-docs.js': None,
 }
 CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
 )
 PAGE = f"""<!doctype html>
 <html lang="en">
@@ -34,7 +35,8 @@ PAGE = f"""<!doctype html>
 <link rel="stylesheet" href="{DOCS_PATH}/assets/swagger-ui.css">
 </head>
 <body>
-<noscript>This page needs JavaScript; the same content is at {DOCS_PATH.rsplit('/', 1)[0]}/openapi.json.</noscript>
+<noscript>This page needs JavaScript; the same content is at \
+{DOCS_PATH.rsplit('/', 1)[0]}/openapi.json.</noscript>
 <div id="swagger-ui"></div>
 <script src="{DOCS_PATH}/assets/swagger-ui-bundle.js"></script>
 <script src="{DOCS_PATH}/assets/api-docs.js"></script>

@@ -9,7 +9,8 @@ import db
 
 
 def _ask(pool, sql, timeout):
-    """The rows of ``sql``, or None when the database does not answer within ``timeout``."""
+    """The rows of ``sql``, or None when the database does not answer within
+    ``timeout``."""
     try:
         with pool.connection(timeout=timeout) as conn:
             return conn.execute(sql).fetchall()

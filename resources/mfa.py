@@ -1,4 +1,5 @@
-"""/api/v1/profile/mfa[/verify|/backup_codes]: two-factor sign-in of the caller (SPEC 12).
+"""/api/v1/profile/mfa[/verify|/backup_codes]: two-factor sign-in of the caller
+(SPEC 12).
 
 Access level ``enrolment``: the token headers of a sign-in, or the ``mfa_token`` header
 that an account's MFA requirement hands out at sign-in; never ``api_access_token``.
@@ -14,7 +15,8 @@ NO_STORE = ['no-store']
 
 
 def _keep_client(caller):
-    """The caller's own sign-in survives the credential change; a setup token has none."""
+    """The caller's own sign-in survives the credential change; a setup token has
+    none."""
     return caller.token[1] if caller.token else None
 
 

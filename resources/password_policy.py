@@ -1,4 +1,5 @@
-"""/api/v1/password_policy: the password rules, for clients to show before submitting."""
+"""/api/v1/password_policy: the password rules, for clients to show before
+submitting."""
 
 from services import passwords
 

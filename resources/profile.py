@@ -10,7 +10,8 @@ from services import avatars
 from services import credentials
 from services import profiles
 
-# Multipart text fields; anything else named profile[...] is ignored like an unknown JSON key.
+# Multipart text fields; anything else named profile[...] is ignored like an unknown
+# JSON key.
 _TEXT_FIELDS = frozenset(
     (
         'name',
@@ -33,8 +34,9 @@ AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
     caller_document = {'GET'}
-    # 403: an e-mail or password change with api_access_token, or an e-mail change without
-    # recent authentication (SPEC 3.4); 429: the sixth e-mail change in 24 hours (SPEC 3.3).
+    # 403: an e-mail or password change with api_access_token, or an e-mail change
+    # without recent authentication (SPEC 3.4); 429: the sixth e-mail change in 24 hours
+    # (SPEC 3.3).
     _update = {
         200: 'user',
         403: ('needs_session', 'reauthentication_required'),
@@ -77,7 +79,8 @@ class Profile:
     on_patch = on_put
 
     def parse_multipart(self, req, limit):
-        """Read ``profile[...]`` parts into the JSON shape; the avatar goes to req.context."""
+        """Read ``profile[...]`` parts into the JSON shape; the avatar goes to
+        req.context."""
         if req.content_length is None:
             raise errors.BadRequest('A multipart body needs a Content-Length header')
         profile, upload = {}, None
@@ -188,7 +191,8 @@ class ProfileActiveAccount:
 
 
 class ProfileAccessToken:
-    """POST /reset_access_token: a new access_token; the old one stops working at once."""
+    """POST /reset_access_token: a new access_token; the old one stops working at
+    once."""
 
     access = {'POST': 'session'}
     responses = {'POST': {200: 'user'}}

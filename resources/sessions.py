@@ -1,5 +1,6 @@
-"""Sessions: /auth/sign_in, /auth/sign_out, /auth/validate_token (devise_token_auth style),
-the caller's own under /api/v1/profile/sessions, and a member's for administrators."""
+"""Sessions: /auth/sign_in, /auth/sign_out, /auth/validate_token (devise_token_auth
+style), the caller's own under /api/v1/profile/sessions, and a member's for
+administrators."""
 
 import falcon
 
@@ -28,14 +29,15 @@ def _unconfirmed(email):
         'success': False,
         'error_code': 'user_not_confirmed',
         'errors': [
-            f"A confirmation email was sent to your account at '{email}'. You must follow the "
-            'instructions in the email before your account can be activated'
+            f"A confirmation email was sent to your account at '{email}'. You must "
+            'follow the instructions in the email before your account can be activated'
         ],
     }
 
 
 class SignIn:
-    """Sign in with e-mail and password; for an MFA user, then with a code (SPEC 3.1, 12)."""
+    """Sign in with e-mail and password; for an MFA user, then with a code
+    (SPEC 3.1, 12)."""
 
     access = {'POST': 'public'}
     responses = {
@@ -73,8 +75,9 @@ class SignIn:
         if addresses.is_valid(email):
             email = addresses.normalise(email)
             with self._pool.connection() as conn:
-                # The check is counted against the user's guessing budget (SPEC 3.4) in the
-                # lookup itself; an unknown address against a budget of its own, alike.
+                # The check is counted against the user's guessing budget (SPEC 3.4) in
+                # the lookup itself; an unknown address against a budget of its own,
+                # alike.
                 row = conn.execute(
                     self._queries['guessing.sign_in'],
                     {'email': email, 'period': guessing.BUDGETS['password'].period},
@@ -85,8 +88,8 @@ class SignIn:
             except errors.TooManyRequests:
                 self.on_rate_limited(req, email)
                 raise
-        # An unknown address (or a user without a password, after an e-mail revert) costs
-        # one bcrypt check too, so timing does not reveal it.
+        # An unknown address (or a user without a password, after an e-mail revert)
+        # costs one bcrypt check too, so timing does not reveal it.
         hashed = (user and user['encrypted_password']) or passwords.dummy_hash(
             self._config.bcrypt_rounds
         )
@@ -138,7 +141,8 @@ class SignIn:
             self._failed(req, email, 'password')
 
     def _second_step(self, req, resp, doc):
-        """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why not."""
+        """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why
+        not."""
         with self._pool.connection() as conn:
             with conn.transaction():
                 user, factor = mfa.answer_challenge(
@@ -251,14 +255,16 @@ class ValidateToken:
         caller = req.context.caller
         if caller is None:
             raise errors.Unauthenticated(INVALID_TOKEN)
-        # Wrapped in "payload", as the reference system answers and its dashboard reads it.
+        # Wrapped in "payload", as the reference system answers and its dashboard reads
+        # it.
         body = caller.doc_text.encode('utf-8')
         resp.data = b'{"payload":{"success":true,"data":%s}}' % body
         resp.content_type = JSON
 
 
 class ProfileSessionCollection:
-    """GET and DELETE /api/v1/profile/sessions: the caller's sessions; end all but this one."""
+    """GET and DELETE /api/v1/profile/sessions: the caller's sessions; end all but this
+    one."""
 
     access = {'GET': 'session', 'DELETE': 'session'}
     responses = {'GET': {200: 'sessions'}, 'DELETE': {200: 'revoked'}}
@@ -286,7 +292,8 @@ class ProfileSessionCollection:
 
 
 class ProfileSessionItem:
-    """DELETE /api/v1/profile/sessions/{session_id}: end one other session of the caller."""
+    """DELETE /api/v1/profile/sessions/{session_id}: end one other session of the
+    caller."""
 
     access = {'DELETE': 'session'}
     responses = {
@@ -310,7 +317,8 @@ class ProfileSessionItem:
 
 
 class MemberSessions:
-    """DELETE .../agents/{user_id}/sessions: an administrator signs a member out everywhere."""
+    """DELETE .../agents/{user_id}/sessions: an administrator signs a member out
+    everywhere."""
 
     access = {'DELETE': 'administrator_session'}
     responses = {'DELETE': {200: 'member_signed_out', 404: 'not_found'}}

@@ -37,7 +37,8 @@ def is_valid(address):
 
 
 def mask(address):
-    """``attacker@evil.example`` -> ``a******r@e***.example``: enough to recognise, not to copy."""
+    """``attacker@evil.example`` -> ``a******r@e***.example``: enough to recognise, not
+    to copy."""
     local, _, domain = address.partition('@')
     host, dot, tld = domain.rpartition('.')
     return f'{_mask_part(local)}@{_mask_part(host)}{dot}{tld}'

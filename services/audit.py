@@ -33,7 +33,8 @@ EVENTS = (
     'sessions_ended_by_administrator',
     'account_settings_changed',
     'access_refused',
-    # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget (services/guessing.py).
+    # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget
+    # (services/guessing.py).
     'password_check_failed',
     'second_factor_check_failed',
     'password_guesses_exhausted',
@@ -74,7 +75,8 @@ NO_REQUEST = RequestFacts()
 
 
 def request_facts(ip_address, user_agent, caller=None, request_id=None):
-    """RequestFacts of a request, from its peer address, User-Agent and Caller (or None)."""
+    """RequestFacts of a request, from its peer address, User-Agent and Caller (or
+    None)."""
     return RequestFacts(
         ip_address=ip_address[:IP_ADDRESS_LIMIT] if ip_address else None,
         user_agent=user_agent[:USER_AGENT_LIMIT].replace('\x00', '')
@@ -88,7 +90,8 @@ def request_facts(ip_address, user_agent, caller=None, request_id=None):
 
 
 def record_sign_in_failure(conn, queries, email, reason, facts):
-    """A failed sign-in (SPEC 14), written the same way whether ``email`` is known or not."""
+    """A failed sign-in (SPEC 14), written the same way whether ``email`` is known or
+    not."""
     if reason not in FAILURE_REASONS:
         raise ValueError(f'unknown sign-in failure {reason!r}')
     facts = facts or NO_REQUEST

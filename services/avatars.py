@@ -1,4 +1,5 @@
-"""Avatar images (SPEC 8): identify by content, refuse bombs, re-encode, keep on disk."""
+"""Avatar images (SPEC 8): identify by content, refuse bombs, re-encode, keep on
+disk."""
 
 import io
 import logging

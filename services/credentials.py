@@ -1,4 +1,5 @@
-"""The one "credential change" step of SPEC 3.3 that every credential event goes through."""
+"""The one "credential change" step of SPEC 3.3 that every credential event goes
+through."""
 
 from services import audit
 from services import security_mail
@@ -81,7 +82,8 @@ def announce(
 
     ``facts``: the RequestFacts of the request that made the change (address, device,
     session);
-    ``session_id``: the session a reset or confirmation has just opened, when there is one;
+    ``session_id``: the session a reset or confirmation has just opened, when there is
+    one;
     ``mail_extra``: what the e-mail adds (security_mail.send's ``extra``).
     """
     event, mail_kind = ANNOUNCEMENTS[reason]

@@ -11,7 +11,8 @@ FIELDS = ('browser_name', 'browser_version', 'platform_name', 'device_name')
 
 @functools.lru_cache(maxsize=512)
 def device(user_agent):
-    """What the User-Agent says: client, browser and platform names and versions, device.
+    """What the User-Agent says: client, browser and platform names and versions,
+    device.
 
     uap-core's rules (ua-parser) read the string; 'Other' is its word for "unknown",
     given here as None. client_name is what a person would call it ("Firefox on Linux").
@@ -47,7 +48,8 @@ def _known(name):
 
 
 def request_device(facts):
-    """device() of a request's RequestFacts (or None), plus its address and User-Agent."""
+    """device() of a request's RequestFacts (or None), plus its address and
+    User-Agent."""
     facts = facts or audit.NO_REQUEST
     return {
         **device(facts.user_agent),
@@ -57,7 +59,8 @@ def request_device(facts):
 
 
 def describe(facts):
-    """ "Firefox 120.0 on Linux" for an e-mail; "an unknown device" when nothing is known."""
+    """ "Firefox 120.0 on Linux" for an e-mail; "an unknown device" when nothing is
+    known."""
     browser = ' '.join(
         filter(None, (facts.get('browser_name'), facts.get('browser_version')))
     )

@@ -1,4 +1,5 @@
-"""E-mail: rendering the messages of SPEC sections 3.3 and 6 and writing them to the outbox."""
+"""E-mail: rendering the messages of SPEC sections 3.3 and 6 and writing them to the
+outbox."""
 
 import datetime
 import html
@@ -15,12 +16,13 @@ REVERT_LIFESPAN = datetime.timedelta(days=7)
 # Confirmation, reset and resend mails to one address, whoever asks for them (SPEC 3.4).
 MAILS_PER_ADDRESS_PER_HOUR = 5
 NAME_LIMIT = 100
-# Where mail clients start a link of their own: after a scheme's colon, between the labels
-# of a host name, around the @ of an address, between the segments of a path. Not before
-# a digit or a space ("Firefox 120.0", "Bcc: x"): no host name or path starts there.
+# Where mail clients start a link of their own: after a scheme's colon, between the
+# labels of a host name, around the @ of an address, between the segments of a path. Not
+# before a digit or a space ("Firefox 120.0", "Bcc: x"): no host name or path starts
+# there.
 _LINK_BREAKS = re.compile(r'([.:@/])(?=[^\s0-9])')
-# U+2060 WORD JOINER would be invisible too, but auto-linkers that look through it exist;
-# a zero-width space ends the token they match on, and it is not rendered.
+# U+2060 WORD JOINER would be invisible too, but auto-linkers that look through it
+# exist; a zero-width space ends the token they match on, and it is not rendered.
 _ZERO_WIDTH_SPACE = '&#8203;'
 
 
@@ -37,11 +39,12 @@ def clean_name(name):
 
 
 def _inert_html(text):
-    """HTML for user-supplied text in which no mail client finds a link to make clickable.
+    """HTML for user-supplied text in which no mail client finds a link to make
+    clickable.
 
-    A name such as "Visit evil.example/login" is escaped, then a zero-width space follows
-    every '.', ':', '@' and '/', so "http://", "evil.example" and "a@b.c" are no longer
-    the unbroken runs auto-linkers look for; the reader sees the text unchanged.
+    A name such as "Visit evil.example/login" is escaped, then a zero-width space
+    follows every '.', ':', '@' and '/', so "http://", "evil.example" and "a@b.c" are no
+    longer the unbroken runs auto-linkers look for; the reader sees the text unchanged.
     """
     return _LINK_BREAKS.sub(r'\1' + _ZERO_WIDTH_SPACE, html.escape(text))
 
@@ -80,7 +83,10 @@ def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
         f'<p>{_line_html(line)}</p>' for line in lines
     )
     if link:
-        paragraphs += f'<p><a href="{html.escape(link, quote=True)}">{html.escape(link_text)}</a></p>'
+        paragraphs += (
+            f'<p><a href="{html.escape(link, quote=True)}">'
+            f'{html.escape(link_text)}</a></p>'
+        )
     html_body = f'<!doctype html><html><body>{paragraphs}</body></html>'
     return {
         'kind': kind,
@@ -94,13 +100,15 @@ def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
 def confirmation_message(
     config, name, to_address, token, new_address=False, revert_until=None
 ):
-    """``revert_until``: when the revert link of the old address expires (SPEC 3.4), if one was sent."""
+    """``revert_until``: when the revert link of the old address expires (SPEC 3.4), if
+    one was sent."""
     link = _link(config, '/app/auth/confirmation', confirmation_token=token)
     lines = (
         ['Please confirm your new e-mail address.']
         if new_address
         else [
-            'Welcome to Frontdesk! Please confirm your e-mail address to finish signing up.'
+            'Welcome to Frontdesk! Please confirm your e-mail address to finish '
+            'signing up.'
         ]
     )
     lines.append('The link works once and expires in 3 days.')
@@ -109,8 +117,8 @@ def confirmation_message(
             '%Y-%m-%d %H:%M UTC'
         )
         lines.append(
-            f"The account becomes this address's for good on {when}: until then the previous "
-            'address can undo the change, as it was told.'
+            f"The account becomes this address's for good on {when}: until then the "
+            'previous address can undo the change, as it was told.'
         )
     subject = (
         'Confirm your new email address' if new_address else 'Confirmation Instructions'
@@ -139,15 +147,18 @@ def reset_password_message(config, name, to_address, token):
 
 
 def email_change_notice(config, name, to_address, new_address, token, facts=None):
-    """The notice to the old address; ``facts`` (time, address, device) as security_notice."""
+    """The notice to the old address; ``facts`` (time, address, device) as
+    security_notice."""
     link = _link(config, '/app/auth/email_revert', token=token)
     lines = [
         f'Someone asked to change the e-mail address of your Frontdesk account to '
         f'{addresses.mask(new_address)}.',
         *(fact_lines(facts) if facts else ()),
-        'If it was you, there is nothing to do: the change happens once the new address is confirmed.',
-        'If it was not you, use the link below within 7 days: it puts this address back, cancels '
-        'the change, signs every device out and mails you a link to choose a new password.',
+        'If it was you, there is nothing to do: the change happens once the new '
+        'address is confirmed.',
+        'If it was not you, use the link below within 7 days: it puts this address '
+        'back, cancels the change, signs every device out and mails you a link to '
+        'choose a new password.',
     ]
     return _message(
         'email_change_notice',
@@ -162,8 +173,9 @@ def email_change_notice(config, name, to_address, new_address, token, facts=None
 
 def address_taken_notice(name, to_address):
     lines = [
-        'Someone asked to change the e-mail address of another Frontdesk account to this one, '
-        'which is already yours. Nothing was changed, and your account is not affected.',
+        'Someone asked to change the e-mail address of another Frontdesk account to '
+        'this one, which is already yours. Nothing was changed, and your account is '
+        'not affected.',
         'No action is needed. If you keep getting these messages, tell us.',
     ]
     return _message(
@@ -226,7 +238,8 @@ def send_reset_password(conn, queries, config, user_id, name, to_address):
 def send_email_change_notice(
     conn, queries, config, user_id, name, old_address, new_address, facts=None
 ):
-    """Tell the old address, with a link that undoes the change (bound to that address)."""
+    """Tell the old address, with a link that undoes the change (bound to that
+    address)."""
     token = _issue(
         conn,
         queries,
@@ -247,7 +260,8 @@ def send_address_taken_notice(conn, queries, name, to_address):
 
 
 def request_password_reset(conn, queries, config, email):
-    """Queue a reset link to the user registered with ``email`` (POST /auth/password)."""
+    """Queue a reset link to the user registered with ``email``
+    (POST /auth/password)."""
     user = conn.execute(
         queries['confirmations.user_by_email'], {'email': email}
     ).fetchone()
@@ -267,8 +281,9 @@ def request_password_reset(conn, queries, config, email):
 
 
 def request_confirmation(conn, queries, config, target, email):
-    """Queue a confirmation link for ``target`` (a confirmations.address_to_confirm row, or
-    None when there is nothing to confirm for ``email``: POST /resend_confirmation)."""
+    """Queue a confirmation link for ``target`` (a confirmations.address_to_confirm
+    row, or None when there is nothing to confirm for ``email``:
+    POST /resend_confirmation)."""
     token = tokens.new_token()
     message = confirmation_message(
         config,
@@ -292,9 +307,10 @@ def request_confirmation(conn, queries, config, target, email):
 def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, message):
     """The same statement whether or not there is a user to mail.
 
-    Without one the outbox row is written as 'suppressed' (never sent, no bodies, no token
-    stored): the same work, so the answer's timing does not tell who is registered. So it
-    is past MAILS_PER_ADDRESS_PER_HOUR links to the address, whoever asked (SPEC 3.4).
+    Without one the outbox row is written as 'suppressed' (never sent, no bodies, no
+    token stored): the same work, so the answer's timing does not tell who is
+    registered. So it is past MAILS_PER_ADDRESS_PER_HOUR links to the address, whoever
+    asked (SPEC 3.4).
     """
     conn.execute(
         queries['mail.enqueue_with_token'],
@@ -310,7 +326,8 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
 
 
 def fact_lines(facts):
-    """When, from which address and which device (SPEC 14); ``facts`` as security_notice's."""
+    """When, from which address and which device (SPEC 14); ``facts`` as
+    security_notice's."""
     when = (
         facts['when']
         .astimezone(datetime.timezone.utc)
@@ -336,17 +353,17 @@ def security_notice(
     link=None,
 ):
     """A security e-mail (SPEC 14): what happened, when, from which address and device,
-    and what to do if it was not the user. ``facts``: when (datetime), ip_address, device;
-    ``link``: (url, text) instead of the sign-in link."""
+    and what to do if it was not the user. ``facts``: when (datetime), ip_address,
+    device; ``link``: (url, text) instead of the sign-in link."""
     body = [
         what,
         *fact_lines(facts),
         *lines,
         advice
         or (
-            'If this was you, there is nothing to do. If it was not, reset your password now '
-            '("Forgot password?" on the sign-in page), then end the sessions you do not '
-            'recognise under Profile, Sessions.'
+            'If this was you, there is nothing to do. If it was not, reset your '
+            'password now ("Forgot password?" on the sign-in page), then end the '
+            'sessions you do not recognise under Profile, Sessions.'
         ),
     ]
     url, text = link or (f'{config.frontend_url}/app/login', 'Sign in to Frontdesk')
@@ -357,9 +374,11 @@ def mfa_revert_link(config, token):
     """What the MFA-enabled e-mail says instead of the sign-in link (SPEC 12): the link
     that undoes this enablement, for security_mail.send's ``extra``."""
     return {
-        'advice': 'If this was you, there is nothing to do. If it was not, use the link below within 7 days: '
-        'it turns two-factor sign-in off again, signs every device out and mails you a link to '
-        'choose a new password.',
+        'advice': (
+            'If this was you, there is nothing to do. If it was not, use the link '
+            'below within 7 days: it turns two-factor sign-in off again, signs every '
+            'device out and mails you a link to choose a new password.'
+        ),
         'link': (
             _link(config, '/app/auth/mfa_revert', token=token),
             'This was not me: turn it off',

@@ -50,8 +50,8 @@ _CROCKFORD_LOOKALIKES = str.maketrans({'I': '1', 'L': '1', 'O': '0'})
 _KDF = {'n': 2**12, 'r': 8, 'p': 1, 'dklen': 32}
 _SALT_BYTES = 16
 _NO_MATCH = bytes(32)
-# The codes issued before migration 0010: 4 groups of 6 base32 characters (120 bits), kept
-# as bare SHA-256 digests (salt NULL), typed with the look-alikes of that alphabet.
+# The codes issued before migration 0010: 4 groups of 6 base32 characters (120 bits),
+# kept as bare SHA-256 digests (salt NULL), typed with the look-alikes of that alphabet.
 _LEGACY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
 _LEGACY_LENGTH = 24
 _LEGACY_LOOKALIKES = str.maketrans({'0': 'O', '1': 'I', '8': 'B'})
@@ -70,7 +70,8 @@ INVALID_CURRENT_PASSWORD = 'Invalid current password'
 ALREADY_ENABLED = 'MFA is already enabled'
 NOT_ENABLED = 'MFA is not enabled'
 # Whoever signed up with someone else's address could otherwise put a second factor of
-# their own in front of the owner's confirmation and reset (both answer 206 for MFA users).
+# their own in front of the owner's confirmation and reset (both answer 206 for MFA
+# users).
 UNCONFIRMED = 'Confirm your e-mail address before enabling MFA'
 INVALID_DISABLE = 'Invalid credentials or verification code'
 
@@ -107,7 +108,8 @@ def seal(config, user_id, secret):
 
 
 def unseal(config, user_id, stored):
-    """The TOTP secret of users.otp_secret; None when it cannot be read with this key."""
+    """The TOTP secret of users.otp_secret; None when it cannot be read with this
+    key."""
     if stored is None or config.secret_key is None:
         return None
     stored = bytes(stored)
@@ -222,7 +224,8 @@ def use_recovery_code(conn, queries, user_id, code):
 
 def _given(code):
     """A code as sent; an empty one counts as absent (SPEC 12: the reference dashboard
-    sends ``otp_code: ""`` beside a recovery code, and ``backup_code: ""`` beside a TOTP code)."""
+    sends ``otp_code: ""`` beside a recovery code, and ``backup_code: ""`` beside a TOTP
+    code)."""
     return None if isinstance(code, str) and not code.strip() else code
 
 
@@ -368,7 +371,8 @@ def regenerate_recovery_codes(
     facts=None,
     checks=guessing.NO_CHECKS,
 ):
-    """New recovery codes behind a TOTP code (not a credential change: nothing is revoked)."""
+    """New recovery codes behind a TOTP code (not a credential change: nothing is
+    revoked)."""
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)

@@ -51,7 +51,8 @@ def common_passwords():
     """The 30,000 most common passwords of zxcvbn's frequency lists, lower-cased.
 
     From the installed package, not a copy in this repository: the list is maintained
-    there (it is what zxcvbn itself ranks passwords against), and loaded once per process.
+    there (it is what zxcvbn itself ranks passwords against), and loaded once per
+    process.
     """
     from zxcvbn.frequency_lists import FREQUENCY_LISTS
 
@@ -61,8 +62,9 @@ def common_passwords():
 def _personal_parts(email, name):
     """The e-mail local part and the name (also without its spaces), lower-cased.
 
-    Whole, as SPEC 15 words it, not word by word: single words of names ("Rose", "Mobile")
-    are everyday words, and the predictable ones are in the common list anyway.
+    Whole, as SPEC 15 words it, not word by word: single words of names ("Rose",
+    "Mobile") are everyday words, and the predictable ones are in the common list
+    anyway.
     """
     local = (email or '').partition('@')[0].lower()
     name = ' '.join((name or '').lower().split())
@@ -93,7 +95,8 @@ def breached(password, range_url):
     """Whether the k-anonymity range API knows ``password``; False when it cannot say.
 
     Only the first 5 hex digits of the SHA-1 leave the server. Fail open: a breach list
-    that is down must not stop people from choosing passwords (the other rules still hold).
+    that is down must not stop people from choosing passwords (the other rules still
+    hold).
     """
     digest = hashlib.sha1(password.encode('utf-8')).hexdigest().upper()
     prefix, suffix = digest[:5], digest[5:]
@@ -126,7 +129,8 @@ def change(
     facts=None,
     session_id=None,
 ):
-    """Set a new password, as a credential change (SPEC 3.3), in the caller's transaction.
+    """Set a new password, as a credential change (SPEC 3.3), in the caller's
+    transaction.
 
     ``confirm`` also confirms an unconfirmed user (a password reset proves the address).
     ``facts`` and ``session_id``: for the change's audit event and e-mail (credentials).

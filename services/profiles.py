@@ -1,4 +1,5 @@
-"""PUT /api/v1/profile (SPEC 5.4): every check first, then the writes in one transaction."""
+"""PUT /api/v1/profile (SPEC 5.4): every check first, then the writes in one
+transaction."""
 
 import datetime
 
@@ -21,7 +22,8 @@ PLAIN_FIELDS = (
     'phone_number',
     'ui_settings',
 )
-# Fields checked against the stored row (current password, address taken), under its lock.
+# Fields checked against the stored row (current password, address taken), under its
+# lock.
 CHECKED_FIELDS = frozenset(
     ('email', 'password', 'current_password', 'password_confirmation')
 )
@@ -48,7 +50,8 @@ def update(
     """
     profile = _profile(validator, doc, upload)
     if not upload and not CHECKED_FIELDS & profile.keys():
-        # Nothing to check against the stored row: one statement, no lock, no transaction.
+        # Nothing to check against the stored row: one statement, no lock, no
+        # transaction.
         problems = validator.errors(doc)
         if problems:
             raise errors.Unprocessable(problems)
@@ -88,7 +91,8 @@ def update(
                 )
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
-                # Before the new address is written: a credential change drops a pending one.
+                # Before the new address is written: a credential change drops a pending
+                # one.
                 passwords.change(
                     conn,
                     queries,
@@ -132,8 +136,9 @@ def update(
 
 def _check_recent_authentication(conn, queries, config, profile, user, facts):
     """An e-mail change needs the current password, or a session that checked one (or a
-    second factor) within REAUTH_WINDOW_MINUTES (SPEC 3.4): a stolen session alone cannot
-    move the account. A current password that is sent must be right (the 422 of 5.4)."""
+    second factor) within REAUTH_WINDOW_MINUTES (SPEC 3.4): a stolen session alone
+    cannot move the account. A current password that is sent must be right (the 422 of
+    5.4)."""
     current = profile.get('current_password')
     session_id = facts.session_id if facts else None
     if current is not None:
@@ -175,14 +180,16 @@ def email_changes_exhausted(conn, queries, user_id):
 def _mail_email_change(
     conn, queries, config, user_id, name, user, new_email, facts=None
 ):
-    """The link to the new address, or a notice to its owner; a revert link to the old one.
+    """The link to the new address, or a notice to its owner; a revert link to the old
+    one.
 
     A taken address gets the same answer and the same pending state as a free one (no
     oracle, SPEC 3.3), but no link: its owner is told someone tried to use it. Only a
-    confirmed old address gets a revert link (SPEC 3.4): an unproven one may be anybody's,
-    and the link would reserve it for this user.
+    confirmed old address gets a revert link (SPEC 3.4): an unproven one may be
+    anybody's, and the link would reserve it for this user.
     """
-    # Ownership moves when the revert window closes (SPEC 3.4); the new address is told when.
+    # Ownership moves when the revert window closes (SPEC 3.4); the new address is told
+    # when.
     revert_until = (
         datetime.datetime.now(datetime.timezone.utc) + mail.REVERT_LIFESPAN
         if user['confirmed']

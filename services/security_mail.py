@@ -17,7 +17,8 @@ KINDS = {
     ),
     'password_reset': (
         'Your password was reset',
-        'The password of your Frontdesk account was reset with a link sent to this address.',
+        'The password of your Frontdesk account was reset with a link sent to this '
+        'address.',
     ),
     'new_device_sign_in': (
         'New sign-in to your account',
@@ -26,8 +27,8 @@ KINDS = {
     ),
     'access_token_reset': (
         'Your access token was reset',
-        'The API access token of your Frontdesk account was replaced; integrations using '
-        'the old one stopped working.',
+        'The API access token of your Frontdesk account was replaced; integrations '
+        'using the old one stopped working.',
     ),
     'sessions_ended_by_administrator': (
         'You were signed out everywhere',
@@ -81,8 +82,8 @@ def send(
 
     ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
     override the kind's, ``advice`` and ``link`` (url, text) to replace the sign-in link
-    and what to do, or any of ``when``, ``ip_address``, ``device`` to override what
-    the request says. ``user_id`` is the recipient's (kept for the callers' symmetry with
+    and what to do, or any of ``when``, ``ip_address``, ``device`` to override what the
+    request says. ``user_id`` is the recipient's (kept for the callers' symmetry with
     audit.record; the message itself needs only the address).
     """
     extra = dict(extra or {})

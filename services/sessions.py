@@ -1,4 +1,5 @@
-"""Sessions (sign-in tokens, SPEC 13): issuing one, the per-user cap, listing and ending them."""
+"""Sessions (sign-in tokens, SPEC 13): issuing one, the per-user cap, listing and ending
+them."""
 
 import datetime
 
@@ -22,7 +23,8 @@ class PasswordChanged(Exception):
 
 
 class LimitReached(Exception):
-    """A browser's sign-in at MAX_USER_SESSIONS: ``sessions`` is the list to pick from."""
+    """A browser's sign-in at MAX_USER_SESSIONS: ``sessions`` is the list to pick
+    from."""
 
     def __init__(self, sessions):
         super().__init__('sessions limit reached')
@@ -93,7 +95,8 @@ def is_browser(facts):
 
 
 def revoke_others(conn, queries, user_id, keep_client, facts=None):
-    """End every session of the user but ``keep_client``'s; audit it; return how many."""
+    """End every session of the user but ``keep_client``'s; audit it; return how
+    many."""
     row = conn.execute(
         queries['sessions.revoke_others'],
         {'user_id': user_id, 'keep_client': keep_client},
@@ -146,13 +149,15 @@ def recently_authenticated(conn, queries, config, session_id):
 
 
 def mark_authenticated(conn, queries, session_id):
-    """Session ``session_id`` has just checked the user's password or a second factor."""
+    """Session ``session_id`` has just checked the user's password or a second
+    factor."""
     if session_id is not None:
         conn.execute(queries['sessions.mark_authenticated'], {'session_id': session_id})
 
 
 def check_password_unchanged(conn, queries, user_id, verified_hash):
-    """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its password."""
+    """Lock the user; raise PasswordChanged unless ``verified_hash`` is still its
+    password."""
     lock = conn.execute(
         queries['users.lock_for_token'], {'user_id': user_id}
     ).fetchone()
@@ -172,13 +177,14 @@ def sign_in(
     revoke_all=False,
     second_factor=False,
 ):
-    """A password sign-in (SPEC 13): the sessions the user chose to end, the new one, its
-    audit event and, from a browser and platform new to this user, the security e-mail.
+    """A password sign-in (SPEC 13): the sessions the user chose to end, the new one,
+    its audit event and, from a browser and platform new to this user, the security
+    e-mail.
 
     Inside the caller's transaction; raises PasswordChanged or LimitReached (nothing is
     then written). The second step of an MFA sign-in (``second_factor``) never raises
-    LimitReached: the reference dashboard's code form has no session picker (SPEC 12), so
-    at the cap it ends the least recently active session. Returns the Issued session.
+    LimitReached: the reference dashboard's code form has no session picker (SPEC 12),
+    so at the cap it ends the least recently active session. Returns the Issued session.
     """
     user_id = user['id']
     # The password was checked outside this lock; MFA may have come on since (SPEC 12)
@@ -263,7 +269,8 @@ def end_member_sessions(
     lines = [f'Signed out by: {facts.caller_email}']
     if member['access_token_reset']:
         lines.append(
-            'Your API access token was replaced too; integrations using it stopped working.'
+            'Your API access token was replaced too; integrations using it stopped '
+            'working.'
         )
     security_mail.send(
         conn,

@@ -1,4 +1,5 @@
-"""Creating users: sign-up (a user, an account and its first administrator) and the CLI."""
+"""Creating users: sign-up (a user, an account and its first administrator) and the
+CLI."""
 
 from services import mail
 from services import sessions
@@ -55,7 +56,8 @@ def sign_up(
     encrypted_password,
     facts=None,
 ):
-    """The one transaction of SPEC 4.1 step 7; return (user_id, token, client, expires_at)."""
+    """The one transaction of SPEC 4.1 step 7; return (user_id, token, client,
+    expires_at)."""
     with conn.transaction():
         user_id = create_user(
             conn, queries, name=name, email=email, encrypted_password=encrypted_password

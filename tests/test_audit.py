@@ -83,8 +83,8 @@ def test_failed_sign_ins_of_unknown_and_unconfirmed_addresses(testapp, make_user
         {'reason': 'unconfirmed'}
     ]
     row = conn.execute(
-        "SELECT * FROM audit_events WHERE subject_id IS NULL AND ip_address = '198.51.100.99'"
-        ' ORDER BY id DESC LIMIT 1'
+        'SELECT * FROM audit_events WHERE subject_id IS NULL'
+        " AND ip_address = '198.51.100.99' ORDER BY id DESC LIMIT 1"
     ).fetchone()
     assert row['event'] == 'sign_in_failed' and row['details'] == {'reason': 'password'}
     # The address typed is not kept: it may be a password typed in the wrong field.
@@ -106,7 +106,8 @@ def test_a_rate_limited_sign_in_is_recorded(make_testapp, make_user, conn):
 def test_known_and_unknown_addresses_fail_through_the_same_statement(
     testapp, make_user, conn
 ):
-    """Item 4: the failed-sign-in row costs the same for both (one INSERT, subject looked up in it)."""
+    """Item 4: the failed-sign-in row costs the same for both (one INSERT, subject
+    looked up in it)."""
     user = make_user()
     statements = []
     original = audit.record_sign_in_failure
@@ -201,15 +202,16 @@ def test_password_reset_and_confirmation_are_recorded(testapp, make_user, conn):
     user = make_user(confirmed=False)
     testapp.post_json('/api/v1/profile/resend_confirmation', {}, headers=user.headers)
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'confirmation'"
-        ' ORDER BY id DESC LIMIT 1',
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'confirmation' ORDER BY id DESC LIMIT 1",
         (user.email,),
     ).fetchone()['text_body']
     token = re.search(r'confirmation_token=([A-Za-z0-9_-]+)', body).group(1)
     testapp.post_json('/auth/confirmation', {'confirmation_token': token})
     testapp.post_json('/auth/password', {'email': user.email})
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'reset_password'",
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'reset_password'",
         (user.email,),
     ).fetchone()['text_body']
     token = re.search(r'reset_password_token=([A-Za-z0-9_-]+)', body).group(1)
@@ -228,7 +230,8 @@ def test_an_email_change_is_recorded_when_asked_and_when_confirmed(
         '/api/v1/profile', {'profile': {'email': new_address}}, headers=user.headers
     )
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'confirmation'",
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'confirmation'",
         (new_address,),
     ).fetchone()['text_body']
     token = re.search(r'confirmation_token=([A-Za-z0-9_-]+)', body).group(1)
@@ -242,7 +245,8 @@ def test_an_email_change_is_recorded_when_asked_and_when_confirmed(
 
 
 def test_no_secret_appears_in_any_event(testapp, admin, make_user, conn):
-    """Every password and token this test uses, searched for in the whole audit table."""
+    """Every password and token this test uses, searched for in the whole audit
+    table."""
     member = make_user(account_id=admin.account_id)
     fresh = sign_in(testapp, admin.email, PASSWORD)
     sign_in(testapp, admin.email, 'wrong ' + PASSWORD, status=401)
@@ -402,8 +406,8 @@ def test_account_events_for_administrators(
 
     events = account_events(testapp, admin)['events']
 
-    # The account's settings and the members' sign-ins; not a member's own password change,
-    # nor anything of another account's members.
+    # The account's settings and the members' sign-ins; not a member's own password
+    # change, nor anything of another account's members.
     assert [(event['event'], event['subject_id']) for event in events] == [
         ('account_settings_changed', admin.id),
         ('sign_in_succeeded', agent.id),
@@ -494,8 +498,9 @@ def test_prune_deletes_events_older_than_the_retention(base_env, conn, make_user
 
 @pytest.fixture
 def operator_database():
-    """A database set up as docs/security.md tells operators: an app role that is not the
-    owner, given everything on every table by default privileges, before migrating."""
+    """A database set up as docs/security.md tells operators: an app role that is not
+    the owner, given everything on every table by default privileges, before
+    migrating."""
     suffix = uuid.uuid4().hex[:10]
     name, role, password = (
         f'frontdesk_roles_{suffix}',
@@ -510,10 +515,12 @@ def operator_database():
         with psycopg.connect(url, autocommit=True) as owner:
             owner.execute(f'GRANT USAGE ON SCHEMA public TO {role}')
             owner.execute(
-                f'ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO {role}'
+                'ALTER DEFAULT PRIVILEGES IN SCHEMA public'
+                f' GRANT ALL ON TABLES TO {role}'
             )
             owner.execute(
-                f'ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON SEQUENCES TO {role}'
+                'ALTER DEFAULT PRIVILEGES IN SCHEMA public'
+                f' GRANT ALL ON SEQUENCES TO {role}'
             )
         db.migrate(url)
         yield url, psycopg.conninfo.make_conninfo(url, user=role, password=password)
@@ -560,7 +567,8 @@ def test_an_email_change_revert_is_recorded(testapp, make_user, conn):
         headers=user.headers,
     )
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'email_change_notice'",
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'email_change_notice'",
         (user.email,),
     ).fetchone()['text_body']
     token = re.search(r'email_revert\?token=([A-Za-z0-9_-]+)', body).group(1)

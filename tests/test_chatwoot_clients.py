@@ -1,11 +1,12 @@
-"""The reference system's own dashboard and mobile-app code, run unchanged against Frontdesk.
+"""The reference system's own dashboard and mobile-app code, run unchanged against
+Frontdesk.
 
 ../shared/clients/chatwoot/ holds that code, copied byte for byte from the reference
 system's repositories, and a Node harness that drives it as a user would (SPEC 11). Each
-test serves a fresh database with real gunicorn, without a mail worker (the harness reads
-the mailed links from mail_outbox), and requires every check to pass: the default four
-scenarios on an instance as configured by default, and the MFA and session scenarios on
-one with MFA available and a low session cap.
+test serves a fresh database with real gunicorn, without a mail worker (the harness
+reads the mailed links from mail_outbox), and requires every check to pass: the default
+four scenarios on an instance as configured by default, and the MFA and session
+scenarios on one with MFA available and a low session cap.
 """
 
 import os
@@ -26,8 +27,8 @@ HARNESS = ROOT.parent / 'shared' / 'clients' / 'chatwoot' / 'run.sh'
 DASHBOARD_ORIGIN = 'https://dashboard.example.com'
 CHECKS_AT_LEAST = 74
 # The named scenarios (mfa, sessions, mfa-mobile): 15 + 9 + 5 counted checks when the
-# "second step at the session limit" check runs, which it does only with a cap of at most
-# 10 (and the authenticator-code disable skips, see HARNESS_DEFECTS).
+# "second step at the session limit" check runs, which it does only with a cap of at
+# most 10 (and the authenticator-code disable skips, see HARNESS_DEFECTS).
 MFA_CHECKS_AT_LEAST = 29
 MFA_SESSION_CAP = 3
 
@@ -66,25 +67,29 @@ def fresh_database_url():
 
 # NOTE: three lines the harness's own code gets wrong once the service answers as the
 # reference system does (its mfa.mjs had never got this far). Each is a defect of the
-# harness, reported with issue 18; each pattern also requires what proves the service did
-# its part, so a regression of the service still fails the test.
+# harness, reported with issue 18; each pattern also requires what proves the service
+# did its part, so a regression of the service still fails the test.
 HARNESS_DEFECTS = (
     # The recovery-code sign-in just before left its cookie, and nothing signs it out
     # before the next password step checks that no cookie is there.
     re.compile(
-        r'FAIL  \[dashboard@current mfa\] login page again: .* -- POST /auth/sign_in -> 206 -- '
+        r'FAIL  \[dashboard@current mfa\] login page again: .* -- '
+        r'POST /auth/sign_in -> 206 -- '
         r'a session cookie was stored before the second step'
     ),
-    # It returns signedInByComponent(...) unawaited inside try/finally: the finally's page
-    # load in the first browser replaces the store the second browser's page load reads.
-    # Both page loads were signed in, and the first browser still ended the other sessions.
+    # It returns signedInByComponent(...) unawaited inside try/finally: the finally's
+    # page load in the first browser replaces the store the second browser's page load
+    # reads. Both page loads were signed in, and the first browser still ended the other
+    # sessions.
     re.compile(
         r'FAIL  \[dashboard@current mfa\] the second step at MAX_USER_SESSIONS: .*'
-        r'POST /auth/sign_in -> 206; POST /auth/sign_in -> 200; GET /auth/validate_token -> 200; '
-        r'GET /auth/validate_token -> 200; DELETE /api/v1/profile/sessions -> 200 -- '
+        r'POST /auth/sign_in -> 206; POST /auth/sign_in -> 200; '
+        r'GET /auth/validate_token -> 200; GET /auth/validate_token -> 200; '
+        r'DELETE /api/v1/profile/sessions -> 200 -- '
         r'the dashboard boots without a user'
     ),
-    # After the recovery-code disable passed, the authenticator-code one has nothing to do.
+    # After the recovery-code disable passed, the authenticator-code one has nothing to
+    # do.
     re.compile(
         r'SKIP  \[dashboard@current mfa\] disable with the authenticator code: .* -- '
         r'MFA is already off \(the diagnostic above turned it off\)$'
@@ -141,7 +146,8 @@ def test_the_reference_clients_pass_every_check(
         tmp_path / 'gunicorn.log',
     )
     assert checks >= CHECKS_AT_LEAST, lines[-1]
-    # The cross-origin dashboard (node's fetch sends Origin) is allowed, and may read the token.
+    # The cross-origin dashboard (node's fetch sends Origin) is allowed, and may read
+    # the token.
     verdict = next(
         line for line in lines if line.startswith('INFO') and '[cors] verdict' in line
     )
@@ -151,9 +157,10 @@ def test_the_reference_clients_pass_every_check(
 def test_the_reference_mfa_and_sessions_pages_pass_every_check(
     fresh_database_url, avatar_dir, tmp_path
 ):
-    """Chatwoot 4.15's MFA settings, MFA sign-in, Active Sessions and the mobile app's MFA
-    step (SPEC 12, 13), with MFA available and a cap low enough that the harness reaches it
-    on the second sign-in step too. About 2 minutes: each TOTP code waits for a new step."""
+    """Chatwoot 4.15's MFA settings, MFA sign-in, Active Sessions and the mobile app's
+    MFA step (SPEC 12, 13), with MFA available and a cap low enough that the harness
+    reaches it on the second sign-in step too. About 2 minutes: each TOTP code waits for
+    a new step."""
     assert HARNESS.exists(), (
         f'{HARNESS} is missing: the checkout needs shared/ beside it'
     )

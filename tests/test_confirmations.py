@@ -1,4 +1,5 @@
-"""/auth/confirmation, /auth/password and /api/v1/profile/resend_confirmation, end to end."""
+"""/auth/confirmation, /auth/password and /api/v1/profile/resend_confirmation, end to
+end."""
 
 import logging
 import re
@@ -27,15 +28,20 @@ def inbox():
 def state(conn):
     """A fingerprint of every table these endpoints may write."""
     return conn.execute(
-        "SELECT (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), '')) FROM users t) AS users,"
-        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), '')) FROM user_tokens t) AS user_tokens,"
-        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), '')) FROM one_time_tokens t) AS one_time,"
-        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), '')) FROM mail_outbox t) AS outbox"
+        "SELECT (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), ''))"
+        ' FROM users t) AS users,'
+        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), ''))"
+        ' FROM user_tokens t) AS user_tokens,'
+        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), ''))"
+        ' FROM one_time_tokens t) AS one_time,'
+        " (SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY id), ''))"
+        ' FROM mail_outbox t) AS outbox'
     ).fetchone()
 
 
 def queued_token(conn, address, param):
-    """The token in the newest queued mail to ``address`` (where the link itself is not the point)."""
+    """The token in the newest queued mail to ``address`` (where the link itself is not
+    the point)."""
     row = conn.execute(
         'SELECT text_body FROM mail_outbox WHERE to_address = %s AND status = %s'
         ' ORDER BY id DESC LIMIT 1',
@@ -85,7 +91,8 @@ def reset(testapp, token, password=NEW_PASSWORD, status=200, **extra):
 
 
 def service_log(caplog):
-    """What the service logged; aiosmtpd's own debug log of the test server is not ours."""
+    """What the service logged; aiosmtpd's own debug log of the test server is not
+    ours."""
     return '\n'.join(
         record.getMessage()
         for record in caplog.records
@@ -164,7 +171,8 @@ def test_an_expired_confirmation_token_is_invalid(testapp, conn, make_user):
     resend(testapp, user)
     token = queued_token(conn, user.email, 'confirmation_token')
     conn.execute(
-        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second' WHERE user_id = %s",
+        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second'"
+        ' WHERE user_id = %s',
         (user.id,),
     )
     before = state(conn)
@@ -232,7 +240,8 @@ def test_confirming_a_pending_address_makes_it_the_email_and_uid_follows(
     )
     assert answer.headers['uid'] == new_address
     assert signed_in(testapp, token_headers(answer))
-    # A credential change (SPEC 3.3): every earlier token is revoked, whatever uid it is sent with.
+    # A credential change (SPEC 3.3): every earlier token is revoked, whatever uid it is
+    # sent with.
     assert not signed_in(testapp, {**user.headers, 'uid': new_address})
     assert not signed_in(testapp, user.headers)
 
@@ -408,7 +417,8 @@ def test_a_reset_request_without_an_address_answers_the_same_and_writes_nothing(
 def test_a_reset_request_for_an_unknown_address_sends_nothing_but_costs_the_same(
     testapp, conn, inbox, base_env
 ):
-    """The same statements run; the outbox row is 'suppressed': no bodies, never sent."""
+    """The same statements run; the outbox row is 'suppressed': no bodies, never
+    sent."""
     nobody = unique_email('nobody')
     before = state(conn)
     assert (
@@ -422,7 +432,8 @@ def test_a_reset_request_for_an_unknown_address_sends_nothing_but_costs_the_same
         before['one_time'],
     )
     row = conn.execute(
-        'SELECT kind, status, text_body, html_body FROM mail_outbox WHERE to_address = %s',
+        'SELECT kind, status, text_body, html_body FROM mail_outbox'
+        ' WHERE to_address = %s',
         (nobody,),
     ).fetchone()
     assert row == {
@@ -439,7 +450,8 @@ def test_a_reset_request_for_an_unknown_address_sends_nothing_but_costs_the_same
 
 
 def test_reset_request_timing_for_known_and_unknown_addresses(testapp, make_user):
-    """Reports (does not assert) the median time of 50 requests each: target < 0.5 ms apart.
+    """Reports (does not assert) the median time of 50 requests each: target < 0.5 ms
+    apart.
 
     Interleaved, so drift on a shared machine hits both alike. The structural fix is
     that both do the same statements and writes (mail.request_password_reset).
@@ -458,9 +470,9 @@ def test_reset_request_timing_for_known_and_unknown_addresses(testapp, make_user
                 times[kind].append(time.perf_counter() - started)
     medians = {kind: statistics.median(values) * 1000 for kind, values in times.items()}
     print(
-        f'\nPOST /auth/password median over {len(times["known"])} each: known {medians["known"]:.3f} ms, '
-        f'unknown {medians["unknown"]:.3f} ms, difference {medians["known"] - medians["unknown"]:+.3f} ms '
-        f'(target: under 0.5 ms apart)'
+        f'\nPOST /auth/password median over {len(times["known"])} each: known '
+        f'{medians["known"]:.3f} ms, unknown {medians["unknown"]:.3f} ms, difference '
+        f'{medians["known"] - medians["unknown"]:+.3f} ms (target: under 0.5 ms apart)'
     )
 
 
@@ -479,7 +491,8 @@ def test_an_expired_reset_token_is_invalid(testapp, conn, make_user):
     testapp.post_json('/auth/password', {'email': user.email})
     token = queued_token(conn, user.email, 'reset_password_token')
     conn.execute(
-        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second' WHERE user_id = %s",
+        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second'"
+        ' WHERE user_id = %s',
         (user.id,),
     )
     before = state(conn)
@@ -549,7 +562,10 @@ def test_a_missing_or_unknown_reset_token_is_invalid(testapp, conn, token):
         (
             {'password_confirmation': NEW_PASSWORD},
             {
-                'message': "Password can't be blank, Password confirmation doesn't match Password",
+                'message': (
+                    "Password can't be blank, "
+                    "Password confirmation doesn't match Password"
+                ),
                 'attributes': ['password', 'password_confirmation'],
             },
         ),
@@ -563,7 +579,10 @@ def test_a_missing_or_unknown_reset_token_is_invalid(testapp, conn, token):
         (
             {'password': 'short', 'password_confirmation': 'shorter'},
             {
-                'message': "Password is too short (minimum is 8 characters), Password confirmation doesn't match Password",
+                'message': (
+                    'Password is too short (minimum is 8 characters), '
+                    "Password confirmation doesn't match Password"
+                ),
                 'attributes': ['password', 'password_confirmation'],
             },
         ),

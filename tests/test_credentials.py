@@ -110,8 +110,8 @@ def test_who_signed_up_with_the_owners_address_loses_every_credential(
     session = token_headers(signup)
     pubsub = signup.json['data']['pubsub_token']
 
-    # Before the owner acts: the api token may not move the account, and signing out with
-    # it revokes nothing (401, the session stays).
+    # Before the owner acts: the api token may not move the account, and signing out
+    # with it revokes nothing (401, the session stays).
     moved = client(
         'PUT', '/api/v1/profile', {'profile': {'email': attacker}}, headers=api
     )
@@ -171,7 +171,8 @@ def test_a_password_change_by_who_signed_up_keeps_the_owners_confirmation_link(
         headers=session,
     )
 
-    # The link went to the address the account names: voiding it would only help the taker.
+    # The link went to the address the account names: voiding it would only help the
+    # taker.
     owner = testapp.post_json('/auth/confirmation', {'confirmation_token': owners_link})
 
     assert owner.json['data']['confirmed'] is True
@@ -252,7 +253,8 @@ def test_a_reset_link_mailed_before_a_password_change_is_void(testapp, conn, mak
     user = make_user()
     testapp.post_json('/auth/password', {'email': user.email})
     row = conn.execute(
-        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC LIMIT 1',
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC'
+        ' LIMIT 1',
         (user.email,),
     ).fetchone()
     token = re.search(r'reset_password_token=([A-Za-z0-9_-]+)', row['text_body']).group(
@@ -313,7 +315,8 @@ def test_the_old_address_can_undo_a_takeover_by_email_change(
     taken = client('POST', '/auth/confirmation', {'confirmation_token': confirm})
     assert taken.json['data']['email'] == attacker
     taker = token_headers(taken)
-    # The taker changes the password too (a credential change: the revert link survives it).
+    # The taker changes the password too (a credential change: the revert link survives
+    # it).
     assert (
         client(
             'PUT',
@@ -439,7 +442,8 @@ def test_an_expired_revert_token_is_a_422(testapp, conn, make_user):
     )
     token = _newest_revert_token(conn, owner.email)
     conn.execute(
-        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second' WHERE user_id = %s",
+        "UPDATE one_time_tokens SET expires_at = now() - interval '1 second'"
+        ' WHERE user_id = %s',
         (owner.id,),
     )
     assert (
@@ -463,7 +467,8 @@ def test_revert_links_are_rate_limited_like_reset_requests(make_testapp, path):
 
 def _newest_token(conn, address, param):
     row = conn.execute(
-        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC LIMIT 1',
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC'
+        ' LIMIT 1',
         (address,),
     ).fetchone()
     return re.search(rf'{param}=([A-Za-z0-9_-]+)', row['text_body']).group(1)
@@ -525,7 +530,8 @@ def test_the_sixth_email_change_in_a_day_is_a_429_even_with_rate_limits_off(
             status=200,
         )
     sent = conn.execute(
-        "SELECT count(*) AS n FROM mail_outbox WHERE kind = 'confirmation' AND to_address = ANY(%s)",
+        "SELECT count(*) AS n FROM mail_outbox WHERE kind = 'confirmation'"
+        ' AND to_address = ANY(%s)',
         (targets,),
     ).fetchone()['n']
     assert sent == 4
@@ -684,7 +690,8 @@ def test_a_legacy_malformed_address_gets_no_mail_and_no_sign_in(
         '@', f'-{datetime.datetime.now().timestamp():.0f}@'.replace('.', '')
     )
     conn.execute(
-        'INSERT INTO users (name, email, encrypted_password, access_token, confirmed_at)'
+        'INSERT INTO users'
+        ' (name, email, encrypted_password, access_token, confirmed_at)'
         " VALUES ('Legacy', %s, %s, md5(random()::text) || md5(random()::text), now())",
         (address, passwords.hash_password(PASSWORD, config.bcrypt_rounds)),
     )

@@ -126,9 +126,10 @@ def test_a_clients_x_real_ip_with_underscores_does_not_count(base_env, make_user
         statuses = []
         for index in range(6):
             request = (
-                f'POST /auth/sign_in HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
-                f'X-Real-IP: 10.77.{index}.1\r\nX_Real_IP: {forged}\r\nContent-Length: {{n}}\r\n'
-                f'Connection: close\r\n\r\n'
+                'POST /auth/sign_in HTTP/1.1\r\nHost: x\r\n'
+                f'Content-Type: application/json\r\nX-Real-IP: 10.77.{index}.1\r\n'
+                f'X_Real_IP: {forged}\r\nContent-Length: {{n}}\r\n'
+                'Connection: close\r\n\r\n'
             )
             body = '{"email": "%s", "password": "wrong"}' % user.email
             status, _, _ = raw_request(

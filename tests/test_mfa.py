@@ -1,4 +1,5 @@
-"""Two-factor sign-in (SPEC 12): the whole flow, and every bypass of the reference system refused.
+"""Two-factor sign-in (SPEC 12): the whole flow, and every bypass of the reference
+system refused.
 
 Codes are computed here from the provisioning URL with pyotp, as an authenticator app
 would. A code is accepted for one 30 s step either side of now and never twice, and no
@@ -139,7 +140,8 @@ def test_enrol_verify_sign_in_recovery_codes_regenerate_disable(
     )
     codes = enabled.json['backup_codes']
     assert len(codes) == len(set(codes)) == 10
-    # A credential change: the caller's session stays, the others and the access token go.
+    # A credential change: the caller's session stays, the others and the access token
+    # go.
     assert (
         testapp.get('/api/v1/profile', headers=user.headers).json['mfa_enabled'] is True
     )
@@ -165,14 +167,14 @@ def test_enrol_verify_sign_in_recovery_codes_regenerate_disable(
         status=422,
     ).json == {'message': 'MFA is already enabled'}
 
-    # Sign in with a code; the same code never twice.
-    signed_in = second_step(testapp, challenge(testapp, user), otp_code=app.code(0))
+    # Sign in with a code; the same code never twice. One code, reckoned once: reckoned
+    # again, a step boundary between the two would make it a new, valid one.
+    code = app.code(0)
+    signed_in = second_step(testapp, challenge(testapp, user), otp_code=code)
     assert signed_in.json['data']['mfa_enabled'] is True
     testapp.get('/api/v1/profile', headers=headers_of(signed_in))
     assert (
-        second_step(
-            testapp, challenge(testapp, user), status=400, otp_code=app.code(0)
-        ).json
+        second_step(testapp, challenge(testapp, user), status=400, otp_code=code).json
         == INVALID_CODE
     )
 
@@ -305,7 +307,8 @@ def test_a_stolen_api_token_cannot_enrol_an_authenticator(testapp, make_user, co
 
 
 def test_enrolment_starts_without_a_body(testapp, make_user, conn):
-    """The reference dashboard 4.15 sends POST /api/v1/profile/mfa with no body (SPEC 12)."""
+    """The reference dashboard 4.15 sends POST /api/v1/profile/mfa with no body
+    (SPEC 12)."""
     user = make_user()
     started = testapp.post('/api/v1/profile/mfa', headers=user.headers).json
     assert started['provisioning_url'].endswith(
@@ -399,7 +402,8 @@ def test_sealed_secrets_open_only_for_their_user_and_key(config):
 
 
 def sloppy(code):
-    """``code`` as a person may type it: lower case, a dash and a space, I/L for 1, O for 0."""
+    """``code`` as a person may type it: lower case, a dash and a space, I/L for 1, O
+    for 0."""
     typed = code.replace('1', 'l').replace('0', 'O').lower()
     return f' {typed[:4]}-{typed[4:]} '
 
@@ -443,7 +447,8 @@ def test_a_recovery_code_is_read_in_any_case_and_works_once(testapp, make_user):
 
 
 def test_recovery_codes_of_before_migration_0010_still_work(testapp, make_user, conn):
-    """The 24-character codes of 0009 were stored as bare SHA-256 (salt NULL): kept valid."""
+    """The 24-character codes of 0009 were stored as bare SHA-256 (salt NULL): kept
+    valid."""
     user = make_user()
     enable(testapp, user)
     old_code = 'ABCDEF-GHIJKL-MNOPQR-STUVWX'
@@ -556,7 +561,8 @@ def test_a_challenge_token_is_no_credential(testapp, make_user):
 
 
 def test_neither_token_of_a_206_opens_any_other_endpoint(testapp, enforcing, make_user):
-    """Sent as the mfa_token header to every documented operation that needs credentials."""
+    """Sent as the mfa_token header to every documented operation that needs
+    credentials."""
     member = make_user(account_id=enforcing.account_id)
     setup_token = sign_in(testapp, member).json['mfa_token']
     challenge_token = challenge(testapp, enforcing)
@@ -645,7 +651,8 @@ def test_a_wrong_password_gets_no_challenge(testapp, make_user, conn):
     )
     assert (
         conn.execute(
-            "SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s AND purpose = 'mfa_challenge'",
+            'SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s'
+            " AND purpose = 'mfa_challenge'",
             (user.id,),
         ).fetchone()['n']
         == 0
@@ -1060,7 +1067,8 @@ def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp,
         "SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"
         " AND details->>'reason' = 'mfa'"
     ).fetchone()['n']
-    # From an address of its own: such failures write one row per address and hour (SPEC 14).
+    # From an address of its own: such failures write one row per address and hour
+    # (SPEC 14).
     second_step(
         testapp,
         'no such token',
@@ -1079,8 +1087,8 @@ def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp,
 
 
 def test_an_unconfirmed_user_cannot_enrol(testapp, make_user, conn):
-    """Whoever signed up with someone else's address cannot put an authenticator of their
-    own in front of the owner's confirmation and reset."""
+    """Whoever signed up with someone else's address cannot put an authenticator of
+    their own in front of the owner's confirmation and reset."""
     squatter = make_user(confirmed=False)
     refused = {'message': 'Confirm your e-mail address before enabling MFA'}
     assert (
@@ -1185,7 +1193,8 @@ FIREFOX = (
 
 
 def test_an_empty_code_counts_as_absent(testapp, make_user):
-    """The dashboard sends otp_code "" beside a recovery code, and backup_code "" beside a TOTP code."""
+    """The dashboard sends otp_code "" beside a recovery code, and backup_code "" beside
+    a TOTP code."""
     user = make_user()
     app, codes = enable(testapp, user)
     second_step(testapp, challenge(testapp, user), otp_code='', backup_code=codes[0])
@@ -1204,7 +1213,8 @@ def test_an_empty_code_counts_as_absent(testapp, make_user):
 def test_the_second_step_at_the_session_cap_ends_the_least_recently_active_session(
     make_testapp, make_user, conn
 ):
-    """The dashboard's code form has no session picker: no 409 on this step (SPEC 12)."""
+    """The dashboard's code form has no session picker: no 409 on this step
+    (SPEC 12)."""
     capped = make_testapp(MAX_USER_SESSIONS='3')
     user = make_user()
     _, codes = enable(capped, user)
@@ -1218,7 +1228,8 @@ def test_the_second_step_at_the_session_cap_ends_the_least_recently_active_sessi
         for code in codes[:2]
     ]
     conn.execute(
-        "UPDATE user_tokens SET last_used_at = now() - interval '1 hour' WHERE client = %s",
+        "UPDATE user_tokens SET last_used_at = now() - interval '1 hour'"
+        ' WHERE client = %s',
         (opened[0]['client'],),
     )
 
@@ -1241,8 +1252,8 @@ def test_the_second_step_at_the_session_cap_ends_the_least_recently_active_sessi
 def revert_link(conn, user):
     """The "this was not me" link of the newest MFA-enabled e-mail to ``user``."""
     row = conn.execute(
-        'SELECT text_body, html_body FROM mail_outbox WHERE to_address = %s AND subject = %s'
-        ' ORDER BY id DESC LIMIT 1',
+        'SELECT text_body, html_body FROM mail_outbox WHERE to_address = %s'
+        ' AND subject = %s ORDER BY id DESC LIMIT 1',
         (user.email, 'Two-factor sign-in was turned on'),
     ).fetchone()
     link = re.search(
@@ -1256,8 +1267,8 @@ def revert_link(conn, user):
 def test_the_link_of_the_mfa_enabled_mail_turns_that_enablement_off(
     testapp, make_user, conn
 ):
-    """Enabling needs no password (SPEC 12), so whoever holds a session could lock the owner
-    out with an authenticator of theirs; the owner's mailbox undoes it."""
+    """Enabling needs no password (SPEC 12), so whoever holds a session could lock the
+    owner out with an authenticator of theirs; the owner's mailbox undoes it."""
     owner = make_user()
     taker = headers_of(
         testapp.post_json(
@@ -1273,8 +1284,9 @@ def test_the_link_of_the_mfa_enabled_mail_turns_that_enablement_off(
 
     row = conn.execute(
         'SELECT otp_secret, mfa_enabled_at, encrypted_password, (SELECT count(*) FROM'
-        ' mfa_recovery_codes c WHERE c.user_id = u.id) AS codes, (SELECT count(*) FROM user_tokens t'
-        ' WHERE t.user_id = u.id) AS sessions FROM users u WHERE id = %s',
+        ' mfa_recovery_codes c WHERE c.user_id = u.id) AS codes, (SELECT count(*)'
+        ' FROM user_tokens t WHERE t.user_id = u.id) AS sessions FROM users u'
+        ' WHERE id = %s',
         (owner.id,),
     ).fetchone()
     assert row == {

@@ -33,7 +33,7 @@ def member_sessions(account_id, user_id):
 # Integration credentials never touch account security.
 
 
-def test_an_administrators_api_token_cannot_end_members_sessions_or_replace_their_tokens(
+def test_an_administrators_api_token_cannot_end_members_sessions_or_replace_their_tokens(  # noqa: E501
     testapp, admin, make_user
 ):
     member = make_user(account_id=admin.account_id)
@@ -180,8 +180,9 @@ def test_a_revert_keeps_the_second_factor_the_owner_had_before_the_link(
     assert client('POST', '/auth/email_revert', {'token': revert}).status == 200
 
     row = conn.execute(
-        'SELECT mfa_enabled_at IS NOT NULL AS on, (SELECT count(*) FROM mfa_recovery_codes c'
-        ' WHERE c.user_id = u.id) AS codes FROM users u WHERE id = %s',
+        'SELECT mfa_enabled_at IS NOT NULL AS on, (SELECT count(*)'
+        ' FROM mfa_recovery_codes c WHERE c.user_id = u.id) AS codes FROM users u'
+        ' WHERE id = %s',
         (owner.id,),
     ).fetchone()
     assert row == {'on': True, 'codes': 10}
@@ -277,7 +278,8 @@ def test_an_unconfirmed_address_gets_no_revert_link(testapp, conn, make_user):
     )
 
     links = conn.execute(
-        "SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s AND purpose = 'email_revert'",
+        'SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s'
+        " AND purpose = 'email_revert'",
         (squatter.id,),
     ).fetchone()['n']
     mailed = conn.execute(
@@ -302,7 +304,8 @@ def test_the_new_address_is_told_when_the_account_becomes_its_for_good(
     )
     until = (
         conn.execute(
-            "SELECT expires_at FROM one_time_tokens WHERE user_id = %s AND purpose = 'email_revert'",
+            'SELECT expires_at FROM one_time_tokens WHERE user_id = %s'
+            " AND purpose = 'email_revert'",
             (owner.id,),
         )
         .fetchone()['expires_at']
@@ -346,7 +349,8 @@ REAUTHENTICATE = {
 
 def age_session(conn, headers, minutes):
     conn.execute(
-        'UPDATE user_tokens SET authenticated_at = now() - make_interval(mins => %s) WHERE client = %s',
+        'UPDATE user_tokens SET authenticated_at = now() - make_interval(mins => %s)'
+        ' WHERE client = %s',
         (minutes, headers['client']),
     )
 
@@ -377,7 +381,8 @@ def test_a_stale_session_cannot_change_the_address_without_the_password(
         ).fetchone()['n']
         == 0
     )
-    # Other fields need no recent sign-in; a wrong current password is the 422 of SPEC 5.4.
+    # Other fields need no recent sign-in; a wrong current password is the 422 of
+    # SPEC 5.4.
     testapp.put_json(
         '/api/v1/profile',
         {'profile': {'name': 'Still Me'}},
@@ -409,7 +414,8 @@ def test_a_fresh_sign_in_may_change_the_address(testapp, conn, make_user):
     )
     fresh = token_headers(signed_in)
     new = unique_email('new')
-    # Fourteen minutes on, the sign-in is still recent enough (REAUTH_WINDOW_MINUTES=15).
+    # Fourteen minutes on, the sign-in is still recent enough
+    # (REAUTH_WINDOW_MINUTES=15).
     age_session(conn, fresh, 14)
     assert (
         testapp.put_json(

@@ -1,5 +1,5 @@
-"""Sessions (SPEC 13): the list, ending them, the cap with its picker, idle expiry, and an
-administrator ending a member's sessions."""
+"""Sessions (SPEC 13): the list, ending them, the cap with its picker, idle expiry, and
+an administrator ending a member's sessions."""
 
 import datetime
 import re
@@ -8,8 +8,8 @@ import config as config_module
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 SAFARI = (
-    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) '
-    'Version/17.1 Mobile/15E148 Safari/604.1'
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 '
+    '(KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1'
 )
 CURL = 'curl/8.4.0'
 UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}
@@ -64,7 +64,8 @@ def live_ids(conn, user):
 
 def idle(conn, headers, minutes):
     conn.execute(
-        'UPDATE user_tokens SET last_used_at = now() - make_interval(mins => %s) WHERE client = %s',
+        'UPDATE user_tokens SET last_used_at = now() - make_interval(mins => %s)'
+        ' WHERE client = %s',
         (minutes, headers['client']),
     )
 
@@ -129,7 +130,8 @@ def test_expired_sessions_are_not_listed(testapp, make_user, conn):
     user = make_user()
     other = headers_of(sign_in(testapp, user))
     conn.execute(
-        "UPDATE user_tokens SET expires_at = now() - interval '1 second' WHERE client = %s",
+        "UPDATE user_tokens SET expires_at = now() - interval '1 second'"
+        ' WHERE client = %s',
         (other['client'],),
     )
     listed = testapp.get('/api/v1/profile/sessions', headers=user.headers).json
@@ -266,7 +268,8 @@ def test_other_clients_at_the_cap_end_the_least_recently_active_session(
         headers_of(sign_in(app, user, agent=CURL)),
         headers_of(sign_in(app, user, agent=CURL)),
     )
-    # The oldest session is the most recently active; the second one has been idle longest.
+    # The oldest session is the most recently active; the second one has been idle
+    # longest.
     idle(conn, second, 50)
     idle(conn, third, 20)
 
@@ -282,8 +285,8 @@ def test_other_clients_at_the_cap_end_the_least_recently_active_session(
 
 
 def test_a_session_in_use_outlives_newer_ones_nobody_has_used(make_testapp, make_user):
-    """Activity is stamped at most every 5 minutes: a session used since its sign-in may be
-    active now, while one never used since was last active at its sign-in."""
+    """Activity is stamped at most every 5 minutes: a session used since its sign-in may
+    be active now, while one never used since was last active at its sign-in."""
     app = make_testapp(MAX_USER_SESSIONS='3')
     user = make_user()
     app.get('/api/v1/profile', headers=user.headers)
@@ -305,7 +308,8 @@ def test_a_password_reset_at_the_cap_evicts_silently(make_testapp, make_user, co
     sign_in(app, user, agent=FIREFOX, status=409)
     app.post_json('/auth/password', {'email': user.email})
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'reset_password'",
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'reset_password'",
         (user.email,),
     ).fetchone()['text_body']
     token = re.search(r'reset_password_token=([A-Za-z0-9_-]+)', body).group(1)
@@ -348,8 +352,8 @@ def test_activity_is_stamped_at_most_every_five_minutes(testapp, make_user, conn
 
     def idle_minutes():
         row = conn.execute(
-            'SELECT extract(epoch FROM now() - last_used_at) / 60 AS idle FROM user_tokens'
-            ' WHERE client = %s',
+            'SELECT extract(epoch FROM now() - last_used_at) / 60 AS idle'
+            ' FROM user_tokens WHERE client = %s',
             (user.client,),
         ).fetchone()
         return float(row['idle'])

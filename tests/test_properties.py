@@ -59,8 +59,8 @@ def wsgi_app(config, pool):
     schema.app.app = app_module.create_app(config, pool)
 
 
-# The document the app serves (tests/test_openapi.py checks they are the same), loaded at
-# import so that pytest can list one test per operation.
+# The document the app serves (tests/test_openapi.py checks they are the same), loaded
+# at import so that pytest can list one test per operation.
 schema = schemathesis.openapi.from_dict(
     contract.document(),
     config=schemathesis.Config.from_dict(
@@ -79,7 +79,8 @@ schema.app = LazyApp()
 
 @pytest.fixture(scope='module')
 def fresh_token(pool, queries, config):
-    """Headers of a new token of ``user``: a generated sign-out may revoke the last one."""
+    """Headers of a new token of ``user``: a generated sign-out may revoke the last
+    one."""
 
     def issue(user):
         with pool.connection() as conn:
@@ -123,8 +124,8 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
     # past the membership check; invalid ones stay as generated.
     if _valid_id((case.path_parameters or {}).get('account_id')):
         case.path_parameters['account_id'] = admin.account_id
-    # A member's sessions (issue 12): the caller is a member of its own account, so valid
-    # user ids reach the revocation rather than the 404 of a stranger.
+    # A member's sessions (issue 12): the caller is a member of its own account, so
+    # valid user ids reach the revocation rather than the 404 of a stranger.
     if _valid_id((case.path_parameters or {}).get('user_id')):
         case.path_parameters['user_id'] = admin.id
     profile = case.body.get('profile') if isinstance(case.body, dict) else None
@@ -135,15 +136,16 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
         case.operation.path == '/api/v1/accounts'
         or case.media_type == 'multipart/form-data'
     ):
-        # Signed in, sign-up reads only account_name and locale (SPEC 4.1): a bad password
-        # beside them is rightly ignored. And Falcon reads a multipart part with no content
-        # section (werkzeug's empty field) as running into the next part, so what was
-        # "invalid" as generated may not be what the app received.
+        # Signed in, sign-up reads only account_name and locale (SPEC 4.1): a bad
+        # password beside them is rightly ignored. And Falcon reads a multipart part
+        # with no content section (werkzeug's empty field) as running into the next
+        # part, so what was "invalid" as generated may not be what the app received.
         excluded.append(negative_data_rejection)
     if case.operation.path.endswith('/agents/{user_id}/sessions'):
         # Unknown query parameters are ignored (SPEC 0); with the token headers required
         # (administrator_session, SPEC 3.4) schemathesis pairs them with the headers it
-        # believes missing, which the call supplies, and calls the 200 accepted bad data.
+        # believes missing, which the call supplies, and calls the 200 accepted bad
+        # data.
         excluded.append(negative_data_rejection)
     response = case.call_and_validate(
         headers=fresh_token(admin), excluded_checks=excluded
@@ -151,7 +153,8 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
     _check(case, response)
 
 
-# Raw bodies: what no schema describes, sent as bytes to every operation that takes JSON.
+# Raw bodies: what no schema describes, sent as bytes to every operation that takes
+# JSON.
 
 
 def _schema_fields(schema):
@@ -303,7 +306,8 @@ def _send(testapp, method, path, body, headers):
     )
     # The conftest hook has checked the status, headers and body against the document.
     assert response.status_int < 500, (
-        f'{method} {path} -> {response.status}\nheaders: {headers}\nbody: {body[:300]!r}'
+        f'{method} {path} -> {response.status}\nheaders: {headers}\n'
+        f'body: {body[:300]!r}'
     )
     return response
 
@@ -391,7 +395,7 @@ def _multipart_bodies(draw):
             disposition += f'; filename="{draw(_FILENAMES)}"'
         head = f'Content-Disposition: {disposition}\r\n'
         if draw(st.booleans()):
-            head += f'Content-Type: {draw(st.sampled_from(["image/png", "text/plain", "application/json", "x"]))}\r\n'
+            head += f'Content-Type: {draw(st.sampled_from(["image/png", "text/plain", "application/json", "x"]))}\r\n'  # noqa: E501
         chunks.append(
             f'--{boundary}\r\n{head}\r\n'.encode('utf-8', 'surrogatepass')
             + content
@@ -496,8 +500,8 @@ def test_a_nul_in_a_credential_header_is_no_credential(testapp, make_testapp):
 
 def test_a_multipart_part_header_that_is_not_utf8_is_a_400(testapp, admin):
     body = (
-        b'--b\r\nContent-Disposition: form-data; name="profile[name]"; filename="\xed\xa0\x80"\r\n\r\n'
-        b'Ada\r\n--b--\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="profile[name]"; '
+        b'filename="\xed\xa0\x80"\r\n\r\nAda\r\n--b--\r\n'
     )
     resp = testapp.request(
         '/api/v1/profile',
@@ -569,8 +573,8 @@ def test_no_address_gets_a_500_where_addresses_are_read(testapp):
             _send(testapp, method, path, body, {'Content-Type': 'application/json'})
 
 
-# Two-factor sign-in (SPEC 12): the states generated requests cannot reach by themselves,
-# an MFA user with a live challenge, and codes of every shape.
+# Two-factor sign-in (SPEC 12): the states generated requests cannot reach by
+# themselves, an MFA user with a live challenge, and codes of every shape.
 
 _CODES = (
     st.none()

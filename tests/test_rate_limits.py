@@ -1,4 +1,5 @@
-"""SPEC section 7: limits counted in PostgreSQL, keyed by nginx's X-Real-IP and by e-mail."""
+"""SPEC section 7: limits counted in PostgreSQL, keyed by nginx's X-Real-IP and by
+e-mail."""
 
 import random
 import time
@@ -86,7 +87,8 @@ def test_sign_in_allows_ten_per_email_across_addresses(limited, make_user):
     for _ in range(10):
         sign_in(limited, f'  {user.email.upper()} ', fresh_ip(), 401)
     sign_in(limited, user.email, fresh_ip(), 429)
-    # The right password does not get past the limit either, and another address's e-mail is free.
+    # The right password does not get past the limit either, and another address's
+    # e-mail is free.
     limited.post_json(
         '/auth/sign_in',
         {'email': user.email, 'password': user.password},
@@ -149,7 +151,8 @@ def test_limits_are_off_when_configured(testapp, make_user):
     ip, user = fresh_ip(), make_user()
     for _ in range(6):
         sign_in(testapp, user.email, ip, 401)
-    # Beyond the 5 per IP; the user's own guessing budget (10) still holds (test_guessing.py).
+    # Beyond the 5 per IP; the user's own guessing budget (10) still holds
+    # (test_guessing.py).
 
 
 def test_password_reset_requests_allow_five_per_ip(limited, make_user, conn):
@@ -171,7 +174,8 @@ def test_password_reset_requests_allow_five_per_ip(limited, make_user, conn):
         == RETRY_LATER
     )
     queued = conn.execute(
-        "SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s AND kind = 'reset_password'",
+        'SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'reset_password'",
         (user.email,),
     ).fetchone()['n']
     assert queued == 5
@@ -199,7 +203,8 @@ def fresh_ipv6_64():
 
 def test_ipv6_clients_share_the_bucket_of_their_64(limited, make_user):
     prefix, user = fresh_ipv6_64(), make_user()
-    # Five addresses of one /64, each new: walking the /64 does not get around the limit.
+    # Five addresses of one /64, each new: walking the /64 does not get around the
+    # limit.
     for host in range(1, 6):
         sign_in(limited, user.email, f'{prefix}::{host:x}', 401)
     sign_in(limited, user.email, f'{prefix}:ffff:ffff:ffff:ffff', 429)

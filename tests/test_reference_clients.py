@@ -1,5 +1,6 @@
-"""What the reference system's clients need (SPEC 11): Rails routing, /api, the public resend,
-reset_access_token, form bodies and CORS. The clients themselves run in test_chatwoot_clients.py."""
+"""What the reference system's clients need (SPEC 11): Rails routing, /api, the public
+resend, reset_access_token, form bodies and CORS. The clients themselves run in
+test_chatwoot_clients.py."""
 
 import re
 import statistics
@@ -28,7 +29,8 @@ def form(pairs):
 
 
 def concrete(template, account_id, ids=None):
-    """The path of ``template`` with the account id, and other ids from ``ids`` by name."""
+    """The path of ``template`` with the account id, and other ids from ``ids`` by
+    name."""
     path = template.replace('{account_id:int(min=1)}', str(account_id))
     return re.sub(
         r'\{(\w+):[^}]*\}', lambda match: str((ids or {})[match.group(1)]), path
@@ -44,11 +46,13 @@ def route_table(config, pool, queries):
 def test_every_route_answers_the_same_with_a_json_suffix(
     testapp, config, pool, queries, admin, make_user, make_account
 ):
-    """Each declared method of each route, plain and with .json, from two like callers."""
+    """Each declared method of each route, plain and with .json, from two like
+    callers."""
     checked = 0
     for template, resource in route_table(config, pool, queries):
         if template.endswith('.json') or getattr(resource, 'undocumented', False):
-            continue  # /api/v1/openapi.json: its name has the suffix already; the HTML docs page
+            # /api/v1/openapi.json: its name has the suffix already; the HTML docs page
+            continue
         for method in sorted(getattr(resource, 'access', {})):
             answers = []
             for suffix in ('', '.json'):
@@ -207,10 +211,11 @@ def test_api_with_the_database_down_still_answers_200(config):
 
 
 def confirmation_mails(conn, address):
-    """Confirmation mails that will really go out (not the 'suppressed' rows of equal work)."""
+    """Confirmation mails that will really go out (not the 'suppressed' rows of equal
+    work)."""
     return conn.execute(
-        "SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s AND kind = 'confirmation'"
-        " AND status <> 'suppressed'",
+        'SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'confirmation' AND status <> 'suppressed'",
         (address,),
     ).fetchone()['n']
 
@@ -229,7 +234,8 @@ def test_public_resend_answers_alike_and_mails_only_unconfirmed_users(
     assert confirmation_mails(conn, unconfirmed.email) == 1
     assert confirmation_mails(conn, confirmed.email) == 0
     assert confirmation_mails(conn, unknown) == 0
-    # An unknown address costs the same statements: a row that is never sent, with no link.
+    # An unknown address costs the same statements: a row that is never sent, with no
+    # link.
     suppressed = conn.execute(
         'SELECT status, text_body, html_body FROM mail_outbox WHERE to_address = %s',
         (unknown,),
@@ -268,8 +274,8 @@ def test_public_resend_timing_is_reported(testapp, make_user):
         statistics.median(times[kind]) * 1000 for kind in ('known', 'unknown')
     )
     print(
-        f'\nresend_confirmation median: known {known:.2f} ms, unknown {unknown:.2f} ms, '
-        f'difference {known - unknown:.2f} ms'
+        f'\nresend_confirmation median: known {known:.2f} ms, '
+        f'unknown {unknown:.2f} ms, difference {known - unknown:.2f} ms'
     )
 
 

@@ -12,8 +12,8 @@ from tests.support.users import PASSWORD
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 SAFARI = (
-    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) '
-    'Version/17.1 Mobile/15E148 Safari/604.1'
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 '
+    '(KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1'
 )
 NEW_PASSWORD = 'a brand new secret 9'
 IP = '192.0.2.55'
@@ -68,7 +68,8 @@ def test_password_reset(testapp, make_user, inbox, base_env, conn):
     user = make_user()
     testapp.post_json('/auth/password', {'email': user.email})
     body = conn.execute(
-        "SELECT text_body FROM mail_outbox WHERE to_address = %s AND kind = 'reset_password'",
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s'
+        " AND kind = 'reset_password'",
         (user.email,),
     ).fetchone()['text_body']
     token = re.search(r'reset_password_token=([A-Za-z0-9_-]+)', body).group(1)
@@ -120,12 +121,13 @@ def test_a_device_unseen_for_90_days_is_new_again(
         '/auth/sign_in', {'email': user.email, 'password': PASSWORD}, headers=client()
     )
     conn.execute(
-        "UPDATE user_tokens SET last_used_at = now() - interval '91 days' WHERE user_id = %s",
+        "UPDATE user_tokens SET last_used_at = now() - interval '91 days'"
+        ' WHERE user_id = %s',
         (user.id,),
     )
     conn.execute(
-        "UPDATE audit_events SET created_at = now() - interval '91 days' WHERE subject_id = %s"
-        " AND event = 'sign_in_succeeded'",
+        "UPDATE audit_events SET created_at = now() - interval '91 days'"
+        " WHERE subject_id = %s AND event = 'sign_in_succeeded'",
         (user.id,),
     )
     testapp.post_json(

@@ -116,7 +116,8 @@ def test_validate_token(testapp, make_user):
 def test_every_bad_credential_is_the_same_401(testapp, make_user, conn):
     user, other = make_user(), make_user()
     conn.execute(
-        "UPDATE user_tokens SET expires_at = now() - interval '1 second' WHERE user_id = %s",
+        "UPDATE user_tokens SET expires_at = now() - interval '1 second'"
+        ' WHERE user_id = %s',
         (other.id,),
     )
     variants = [

@@ -34,7 +34,7 @@ def counts(conn, email):
     row = conn.execute(
         """SELECT (SELECT count(*) FROM users WHERE email = lower(%(e)s)) AS users,
                   (SELECT count(*) FROM account_users au JOIN users u ON u.id = au.user_id
-                    WHERE u.email = lower(%(e)s)) AS memberships""",
+                    WHERE u.email = lower(%(e)s)) AS memberships""",  # noqa: E501
         {'e': email},
     ).fetchone()
     return row['users'], row['memberships']
@@ -198,7 +198,8 @@ def test_several_field_errors_come_together(testapp):
     )
     assert resp.json == {
         'message': 'Account name is too long (maximum is 255 characters), '
-        'Password is too short (minimum is 8 characters), Locale is not included in the list',
+        'Password is too short (minimum is 8 characters), '
+        'Locale is not included in the list',
         'attributes': ['account_name', 'password', 'locale'],
     }
 
