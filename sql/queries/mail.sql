@@ -47,6 +47,12 @@ RETURNING id;
 -- Mail to one address is bounded per address whoever asks (SPEC 3.4): past
 -- %(per_hour)s links to it in the hour, the row is suppressed too, and the last link sent
 -- stays the one that works. Counted for every address, known or not, at the same cost.
+-- Except a reset link when the user has no live one (a credential change voided it,
+-- SPEC 3.3): it goes out all the same, so that whoever spent the address's hour and then
+-- voided its last link cannot keep the owner from a working link (the attack machine's
+-- F1, docs/security.md). Reset links go to the user's own address only, so that is at
+-- most one more per voided link. (Confirmations are not excepted: many users may name
+-- one address as their new one.)
 WITH counted AS (
     INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
     SELECT 'mail|to=' || %(to_address)s, window_start, 1, window_start + interval '1 hour'
@@ -57,8 +63,14 @@ WITH counted AS (
 ), sending AS (
     SELECT %(user_id)s::bigint AS user_id
       FROM counted
-     WHERE counted.hits <= %(per_hour)s
-       AND %(user_id)s::bigint IS NOT NULL
+     WHERE %(user_id)s::bigint IS NOT NULL
+       AND (counted.hits <= %(per_hour)s
+            OR (%(purpose)s = 'reset_password'
+                AND NOT EXISTS (SELECT 1
+                                  FROM one_time_tokens live
+                                 WHERE live.user_id = %(user_id)s
+                                   AND live.purpose = 'reset_password'
+                                   AND live.expires_at > now())))
 ), dropped AS (
     DELETE FROM one_time_tokens
      WHERE user_id = (SELECT user_id FROM sending)
