@@ -11,9 +11,9 @@ import re
 import pytest
 
 import config as config_module
-from tests.conftest import unique_email
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.support.users import unique_email
 from tests.test_credentials import ATTACKER_PASSWORD
 from tests.test_credentials import Client
 from tests.test_credentials import OWNER_PASSWORD
@@ -156,26 +156,28 @@ def enable_mfa(client, user):
     return app
 
 
+def move_with_stolen_session(client, base_env, inbox, owner, address=None):
+    """Move ``owner``'s account to ``address`` with the owner's session; the revert
+    link the owner's address then receives."""
+    address = address or unique_email('attacker')
+    moved = client(
+        'PUT', '/api/v1/profile', {'profile': {'email': address}}, headers=owner.headers
+    )
+    assert moved.status == 200
+    deliver(base_env, inbox.port)
+    _, revert = received(
+        inbox, owner.email, 'Your e-mail address is being changed'
+    ).link('/app/auth/email_revert', 'token')
+    return revert
+
+
 def test_a_revert_keeps_the_second_factor_the_owner_had_before_the_link(
     client, base_env, inbox, conn, make_user
 ):
     owner = make_user(name='Olive Owner')
     enable_mfa(client, owner)
-    attacker = unique_email('attacker')
     # With the owner's stolen session, someone moves the account to their own address.
-    assert (
-        client(
-            'PUT',
-            '/api/v1/profile',
-            {'profile': {'email': attacker}},
-            headers=owner.headers,
-        ).status
-        == 200
-    )
-    deliver(base_env, inbox.port)
-    _, revert = received(
-        inbox, owner.email, 'Your e-mail address is being changed'
-    ).link('/app/auth/email_revert', 'token')
+    revert = move_with_stolen_session(client, base_env, inbox, owner)
 
     assert client('POST', '/auth/email_revert', {'token': revert}).status == 200
 
@@ -209,19 +211,7 @@ def test_a_stolen_session_cannot_keep_the_owners_address_from_the_revert(
     owner = make_user(name='Olive Owner')
     attacker = unique_email('attacker')
     # With the owner's session: move the account, confirm from the attacker's mailbox.
-    assert (
-        client(
-            'PUT',
-            '/api/v1/profile',
-            {'profile': {'email': attacker}},
-            headers=owner.headers,
-        ).status
-        == 200
-    )
-    deliver(base_env, inbox.port)
-    _, revert = received(
-        inbox, owner.email, 'Your e-mail address is being changed'
-    ).link('/app/auth/email_revert', 'token')
+    revert = move_with_stolen_session(client, base_env, inbox, owner, attacker)
     _, confirm = received(inbox, attacker, 'Confirm your new email address').link(
         '/app/auth/confirmation', 'confirmation_token'
     )
