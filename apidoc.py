@@ -14,6 +14,8 @@ import re
 
 from config import VERSION
 from middleware.auth import access_level
+from middleware.auth import scope_for
+from middleware.auth import SCOPED_LEVELS
 from tokens import TOKEN_HEADERS
 
 OPENAPI_PATH = '/api/v1/openapi.json'
@@ -98,6 +100,33 @@ RESPONSES = {
         _BODIES + 'audit_events',
         (),
     ),
+    'personal_access_tokens': (
+        "The caller's live personal access tokens, newest first; never a secret.",
+        _BODIES + 'personal_access_tokens',
+        (),
+    ),
+    'personal_access_token_created': (
+        'Created: the token is in this answer and nowhere else, ever.',
+        _BODIES + 'personal_access_token_created',
+        (),
+    ),
+    'account_personal_access_tokens': (
+        "The live personal access tokens of the account's members that can reach it.",
+        _BODIES + 'account_personal_access_tokens',
+        (),
+    ),
+    'insufficient_scope': (
+        'A personal access token without the scope this needs (required_scope), or '
+        'limited to other accounts.',
+        _ERRORS + 'insufficient_scope',
+        (),
+    ),
+    'legacy_token_disabled': (
+        "The profile's access_token, on a route of an account that set "
+        'restrict_legacy_access_token: use a personal access token.',
+        _ERRORS + 'legacy_token_disabled',
+        (),
+    ),
     'bad_request': (
         'The body is not valid JSON (NUL characters and lone surrogates included), or '
         'a multipart body cannot be parsed.',
@@ -116,7 +145,8 @@ RESPONSES = {
     ),
     'needs_session': (
         'A credential action (the access token, sessions, MFA, e-mail or password) '
-        'needs the token headers of a sign-in; api_access_token is refused.',
+        'needs the token headers of a sign-in; api_access_token is refused. A personal '
+        'access token gets it wherever no scope opens the route to it.',
         _ERRORS + 'needs_session',
         (),
     ),
@@ -282,6 +312,7 @@ HEADERS = {
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
 _SIGNED_IN = [*_SESSION, {'apiAccessToken': []}]
+_PERSONAL = {'personalAccessToken': []}
 _ENROLMENT = [*_SESSION, {'mfaToken': []}]
 SECURITY_SCHEMES = {
     'accessToken': {
@@ -302,7 +333,16 @@ SECURITY_SCHEMES = {
         'in': 'header',
         'name': 'api_access_token',
         'description': (
-            "The profile's access_token; its successes echo no token headers."
+            "The profile's access_token, or a personal access token (fdpat_...); its "
+            'successes echo no token headers.'
+        ),
+    },
+    'personalAccessToken': {
+        'type': 'http',
+        'scheme': 'bearer',
+        'description': (
+            'Authorization: Bearer fdpat_...: a personal access token (SPEC 17), on '
+            'the operations whose x-personal-access-token-scope it has.'
         ),
     },
     'mfaToken': {
@@ -339,6 +379,16 @@ confirmation of such a user answers the same 206. A member of an account with \
 instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profile/mfa` \
 endpoints, and after enrolling the member signs in again with a code. The MFA \
 endpoints refuse `api_access_token`.
+
+Tokens for integrations (personal access tokens): `POST /api/v1/profile/access_tokens` \
+with a fresh sign-in answers a token `fdpat_...` once. Send it as \
+`Authorization: Bearer fdpat_...` (or `api_access_token`). It reaches only the \
+operations whose `x-personal-access-token-scope` it has (`profile:read`, \
+`profile:write`, `account:read`, `account:write`; a write scope includes its read \
+scope) and only the accounts it names; elsewhere 403 `insufficient_scope` with \
+`required_scope`, and on every operation without a scope (sessions, tokens, MFA, \
+audit logs...) the 403 `This action needs a signed-in session`. Answers to it carry \
+`access_token` and `pubsub_token` as null.
 
 Request schemas use three keywords of our own beside JSON Schema 2020-12: \
 `notBlank: true` (a string must hold a non-whitespace character), `maxBytes: N` (at \
@@ -404,6 +454,23 @@ def _path(template):
     return _FIELD.sub(r'{\1}', template), parameters
 
 
+def _refusals(resource, method, level):
+    """The 403s of the access rules for integration credentials (SPEC 3.4, 17)."""
+    scope = scope_for(resource, method)
+    if (
+        level in ('session', 'enrolment', 'administrator_session')
+        or getattr(resource, 'session_fields', {}).get(method)
+        or (level in SCOPED_LEVELS and scope is None)
+    ):
+        yield 'needs_session'
+    if scope is not None:
+        yield 'insufficient_scope'
+    if level in ('member', 'administrator', 'administrator_session') or getattr(
+        resource, 'account_field', {}
+    ).get(method):
+        yield 'legacy_token_disabled'
+
+
 def _statuses(resource, method, level):
     """{status: [response names]}: what the resource declares, then what the
     middleware adds.
@@ -433,10 +500,8 @@ def _statuses(resource, method, level):
         'administrator_session',
     ):
         add(401, 'unauthenticated')
-    if level in ('session', 'enrolment', 'administrator_session') or getattr(
-        resource, 'session_fields', {}
-    ).get(method):
-        add(403, 'needs_session')
+    for name in _refusals(resource, method, level):
+        add(403, name)
     if level in (
         'optional',
         'user',
@@ -546,24 +611,30 @@ def _operation(path_template, resource, method, schemas):
         if schema_name
         else (resource.__doc__ or '').split('\n')[0]
     )
+    security = {
+        'public': [],
+        'optional': [*_SIGNED_IN, {}],
+        'session': _SESSION,
+        'administrator_session': _SESSION,
+        'enrolment': _ENROLMENT,
+    }.get(level, _SIGNED_IN)
+    scope = scope_for(resource, method)
+    if scope is not None:
+        security = [*_SIGNED_IN, _PERSONAL, *security[len(_SIGNED_IN) :]]
     operation = {
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip(
             '_'
         ),
         'summary': summary or f'{method} {path}',
-        'security': {
-            'public': [],
-            'optional': [*_SIGNED_IN, {}],
-            'session': _SESSION,
-            'administrator_session': _SESSION,
-            'enrolment': _ENROLMENT,
-        }.get(level, _SIGNED_IN),
+        'security': security,
         'parameters': parameters,
         'responses': {
             str(status): _response(names, status, level)
             for status, names in _statuses(resource, method, level).items()
         },
     }
+    if scope is not None:
+        operation['x-personal-access-token-scope'] = scope
     if schema_name:
         schema_ref = {'$ref': f'#/components/schemas/{schema_name}'}
         content = {
@@ -640,6 +711,14 @@ TAGS = [
         'reset a forgotten password. Links to confirm and reset arrive by e-mail.',
     },
     {
+        'name': 'Tokens for integrations',
+        'description': (
+            'Personal access tokens: scoped, expiring, limited to some accounts, shown '
+            'once and stored only as a digest; your own, and for administrators those '
+            "of their account's members."
+        ),
+    },
+    {
         'name': 'Operations',
         'description': 'Health, readiness and this description; no credentials needed.',
     },
@@ -654,6 +733,8 @@ _TAG_PREFIXES = (
 
 
 def tag_for(path):
+    if '/access_tokens' in path:
+        return 'Tokens for integrations'
     return next(
         (tag for prefix, tag in _TAG_PREFIXES if path.startswith(prefix)), 'Operations'
     )
@@ -866,6 +947,41 @@ OPERATIONS = {
         '`?include_access_token=true`); 200 `{"revoked": N}`. Not a member: 404.'
         + _ADMIN_NOTE,
     ),
+    'GET /api/v1/profile/access_tokens': (
+        'List your personal access tokens',
+        'Your live tokens, newest first, with their scopes, accounts, expiry and last '
+        'use (`last_used_at`, `last_used_ip`: written at most every 5 minutes); never '
+        'the token. Token headers only.',
+    ),
+    'POST /api/v1/profile/access_tokens': (
+        'Create a personal access token',
+        'A token for an integration: `name`, `scopes`, `account_ids` (null: every '
+        'account of yours, present and future) and `expires_in_days` (1 to 366). The '
+        '`token` is in this answer only: store it now. Needs a session that checked '
+        'the password or a second factor within the last 15 minutes '
+        '(`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`: sign in '
+        'again) and a confirmed address; at most 50 live tokens. You get a security '
+        'e-mail.',
+    ),
+    'DELETE /api/v1/profile/access_tokens/{token_id}': (
+        'Revoke a personal access token',
+        'It stops working at once; 200 `{}`. Not one of yours: 404. You get a '
+        'security e-mail. Token headers only.',
+    ),
+    'GET /api/v1/accounts/{account_id}/access_tokens': (
+        "Your members' personal access tokens",
+        'The live tokens of members of the account that can reach it (restricted to '
+        'it, or to every account of their user), with last use; never the token.'
+        + _ADMIN_NOTE
+        + ' Token headers only.',
+    ),
+    'DELETE /api/v1/accounts/{account_id}/access_tokens/{token_id}': (
+        "Revoke a member's personal access token",
+        'One of the tokens the list shows; it stops working at once (everywhere) and '
+        'its owner gets a security e-mail naming you. 200 `{}`; any other id: 404.'
+        + _ADMIN_NOTE
+        + ' Token headers only.',
+    ),
     'GET /api/v1/profile/mfa': (
         'Your two-factor sign-in',
         'Whether it is on, and how many recovery codes are left; `feature_available` '
@@ -987,6 +1103,18 @@ _RECOVERY_CODES = [
     'N9P0Q1R2',
 ]
 
+_TOKEN_EXAMPLE = 'fdpat_8fK2mQ9xLp4Rt7Vw1Zc3Hb6Nd0Gs5Ja21cTAj9'
+_PERSONAL_TOKEN = {
+    'id': 12,
+    'name': 'Billing sync',
+    'scopes': ['account:read', 'profile:read'],
+    'account_ids': [42],
+    'expires_at': '2026-04-15T09:30:00.000Z',
+    'created_at': _NOW,
+    'last_used_at': _NOW,
+    'last_used_ip': '203.0.113.20',
+}
+
 # Response examples by RESPONSES name.
 EXAMPLES = {
     'health': {'status': 'ok'},
@@ -1017,6 +1145,7 @@ EXAMPLES = {
         'features': {},
         'latest_chatwoot_version': None,
         'enforce_mfa': False,
+        'restrict_legacy_access_token': False,
     },
     'cache_keys': {'cache_keys': _CACHE_KEYS},
     'empty': {},
@@ -1094,6 +1223,23 @@ EXAMPLES = {
         'error_code': 'mfa_enrollment_required',
     },
     'invalid_mfa_token': {'error': 'Invalid or expired MFA token'},
+    'personal_access_tokens': [_PERSONAL_TOKEN],
+    'personal_access_token_created': {
+        key: value
+        for key, value in {**_PERSONAL_TOKEN, 'token': _TOKEN_EXAMPLE}.items()
+        if not key.startswith('last_used')
+    },
+    'account_personal_access_tokens': [{**_PERSONAL_TOKEN, 'user_id': 7}],
+    'insufficient_scope': {
+        'error': 'This token does not allow this action',
+        'error_code': 'insufficient_scope',
+        'required_scope': 'account:write',
+    },
+    'legacy_token_disabled': {
+        'error': 'This account no longer accepts the profile access token: use a '
+        'personal access token',
+        'error_code': 'legacy_token_disabled',
+    },
     'invalid_code': {'error': 'Invalid verification code'},
     'bad_request': {'message': 'The body is not valid JSON'},
     'unauthenticated': {
@@ -1162,6 +1308,12 @@ REQUEST_EXAMPLES = {
     'email_revert': {'token': 'Zr5Tq8Wm1Kp4Xn7Bv0Cy3Hd6Fj9Lg2Sa'},
     'mfa_revert': {'token': 'Hd6Fj9Lg2SaZr5Tq8Wm1Kp4Xn7Bv0Cy3'},
     'mfa_enable': {},
+    'access_token_create': {
+        'name': 'Billing sync',
+        'scopes': ['account:read', 'profile:read'],
+        'account_ids': [42],
+        'expires_in_days': 90,
+    },
     'mfa_verify': {'otp_code': '492039'},
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
@@ -1171,6 +1323,16 @@ REQUEST_EXAMPLES = {
         'password_confirmation': 'a new long passphrase',
     },
 }
+
+
+def _personal_note(operation):
+    """What a personal access token may do with the operation (SPEC 17)."""
+    scope = operation.get('x-personal-access-token-scope')
+    if scope:
+        return f' Personal access tokens need the `{scope}` scope.'
+    if operation['security']:
+        return ' Not for personal access tokens.'
+    return ''
 
 
 def describe(document):
@@ -1185,7 +1347,7 @@ def describe(document):
             if summary:
                 operation['summary'] = summary
             if description:
-                operation['description'] = description
+                operation['description'] = description + _personal_note(operation)
             # JSON only: a form or multipart body shows its fields by itself.
             content = (
                 operation.get('requestBody', {})

@@ -17,7 +17,9 @@ import logs
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
-from middleware.auth import RequireSessionFields
+from middleware.auth import RequireBodyAccess
+from middleware.auth import SCOPED_LEVELS
+from middleware.auth import SCOPES
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
 from middleware.cross_site import RefuseCrossSiteForms
@@ -29,6 +31,7 @@ from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
 from middleware.routing import RailsPaths
 from middleware.validation import JSONSchemaValidation
+from resources import access_tokens
 from resources import accounts
 from resources import audit_events
 from resources import confirmations
@@ -100,6 +103,22 @@ def routes(pool, queries, config, validators):
         (
             '/api/v1/profile/audit_events',
             audit_events.ProfileAuditEvents(pool, queries),
+        ),
+        (
+            '/api/v1/profile/access_tokens',
+            access_tokens.PersonalAccessTokenCollection(pool, queries, config),
+        ),
+        (
+            f'/api/v1/profile/access_tokens/{{token_id:{ID}}}',
+            access_tokens.PersonalAccessTokenItem(pool, queries, config),
+        ),
+        (
+            ACCOUNT + '/access_tokens',
+            access_tokens.AccountPersonalAccessTokens(pool, queries),
+        ),
+        (
+            ACCOUNT + f'/access_tokens/{{token_id:{ID}}}',
+            access_tokens.AccountPersonalAccessTokenItem(pool, queries, config),
         ),
         (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
         (
@@ -175,9 +194,20 @@ def answer_head_like_get(resource):
 
 
 def check_access_declarations(route_table):
-    """Refuse to boot when a responder has no access level, or a bad one."""
+    """Refuse to boot when a responder has no access level, or a bad one; or when a
+    scope (SPEC 17) is unknown or declared where no personal access token may go."""
     for template, resource in route_table:
         declared = getattr(resource, 'access', {})
+        for method, scope in getattr(resource, 'scopes', {}).items():
+            if scope not in SCOPES:
+                raise RuntimeError(
+                    f'{type(resource).__name__}: unknown scope {scope!r}'
+                )
+            if declared.get(method) not in SCOPED_LEVELS:
+                raise RuntimeError(
+                    f'{type(resource).__name__}: a scope for {method}, whose access '
+                    f'level {declared.get(method)!r} is not for personal access tokens'
+                )
         for method in falcon.COMBINED_METHODS:
             if hasattr(resource, f'on_{method.lower()}') and method not in declared:
                 raise RuntimeError(
@@ -229,7 +259,7 @@ def create_app(config=None, pool=None):
         GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
-        RequireSessionFields(),
+        RequireBodyAccess(),
     ]
     if config.cors_allowed_origins:
         # Near the front: its process_response runs after the error serializer and the

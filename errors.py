@@ -32,6 +32,12 @@ REAUTHENTICATION_REQUIRED_BODY = {
     'error': 'Sign in again to change this',
     'error_code': 'reauthentication_required',
 }
+INSUFFICIENT_SCOPE_ERROR = 'This token does not allow this action'
+LEGACY_TOKEN_DISABLED_BODY = {
+    'error': 'This account no longer accepts the profile access token: use a '
+    'personal access token',
+    'error_code': 'legacy_token_disabled',
+}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -68,6 +74,27 @@ class NeedsSession(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, NEEDS_SESSION_BODY)
+
+
+class InsufficientScope(APIError):
+    """A personal access token outside its scopes or accounts (SPEC 17)."""
+
+    def __init__(self, required_scope):
+        super().__init__(
+            falcon.HTTP_403,
+            {
+                'error': INSUFFICIENT_SCOPE_ERROR,
+                'error_code': 'insufficient_scope',
+                'required_scope': required_scope,
+            },
+        )
+
+
+class LegacyTokenDisabled(APIError):
+    """The profile access_token on a route of an account that retired it (SPEC 17)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, LEGACY_TOKEN_DISABLED_BODY)
 
 
 class ReauthenticationRequired(APIError):

@@ -140,6 +140,9 @@ def coerce(value, schema, resolver):
             key: coerce(item, properties[key], resolver) if key in properties else item
             for key, item in value.items()
         }
+    if isinstance(value, list):
+        items = schema.get('items')
+        return [coerce(item, items, resolver) for item in value] if items else value
     if not isinstance(value, str):
         return value
     types = _types(schema, resolver)

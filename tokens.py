@@ -1,7 +1,10 @@
 """Random credentials, their digests, and the devise_token_auth response headers."""
 
 import hashlib
+import re
 import secrets
+import string
+import zlib
 
 # The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
 # on the successes of requests authenticated with them.
@@ -11,6 +14,43 @@ TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
 def new_token():
     """A 256-bit random token, URL-safe; only its digest is ever stored."""
     return secrets.token_urlsafe(32)
+
+
+# Personal access tokens (SPEC 17): the prefix lets secret scanners recognise them, the
+# checksum lets them (and the service, before any database lookup) tell one from a typo.
+PERSONAL_PREFIX = 'fdpat_'
+_BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
+_SECRET_LENGTH = 32  # about 190 bits
+_CHECKSUM_LENGTH = 6  # 62**6 > 2**32: a CRC32 fits
+_PERSONAL_TOKEN = re.compile(
+    re.escape(PERSONAL_PREFIX) + f'([0-9A-Za-z]{{{_SECRET_LENGTH}}})([0-9A-Za-z]{{6}})'
+)
+
+
+def _base62(number, width):
+    digits = []
+    for _ in range(width):
+        number, digit = divmod(number, 62)
+        digits.append(_BASE62[digit])
+    return ''.join(reversed(digits))
+
+
+def _checksum(secret):
+    """A CRC32 of the random part, as 6 base62 characters (zero-padded)."""
+    return _base62(zlib.crc32(secret.encode('ascii')), _CHECKSUM_LENGTH)
+
+
+def new_personal_token():
+    """``fdpat_`` + 32 random base62 characters + their 6-character checksum."""
+    secret = ''.join(secrets.choice(_BASE62) for _ in range(_SECRET_LENGTH))
+    return PERSONAL_PREFIX + secret + _checksum(secret)
+
+
+def is_personal_token(text):
+    """Whether ``text`` is a well-formed personal access token: prefix, alphabet,
+    length and checksum (no database involved)."""
+    match = _PERSONAL_TOKEN.fullmatch(text)
+    return match is not None and _checksum(match.group(1)) == match.group(2)
 
 
 def new_client_id():

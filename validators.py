@@ -135,6 +135,14 @@ def _message(error):
             )
         elif keyword == 'notBlank':
             text = "can't be blank"
+        elif keyword == 'minItems':
+            text = (
+                "can't be blank"
+                if not instance
+                else f'is too short (minimum is {value} items)'
+            )
+        elif keyword == 'maxItems':
+            text = f'is too long (maximum is {value} items)'
         elif keyword == 'enum':
             text = 'is not included in the list'
         elif keyword == 'maximum':

@@ -17,10 +17,22 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 
 Some fields of a body are security settings although the rest of it is not: a resource
 lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
-that carries one needs the token headers too (RequireSessionFields, after the body is
+that carries one needs the token headers too (RequireBodyAccess, after the body is
 parsed).
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
+
+Personal access tokens (SPEC 17) reach a method only through the scope the resource
+declares for it next to ``access``: ``scopes = {'GET': 'account:read', ...}``. A method
+without a scope is refused to them with the 403 of ``session`` (every security route
+is such a method), so a new endpoint is closed to them until it says otherwise. A write
+scope includes its read scope. A token limited to some accounts (``account_ids``) gets
+403 ``insufficient_scope`` on the routes of any other account, before the membership is
+looked at; the membership itself is the one a session has, from the same look-up. A
+resource whose body names an account (``account_field = {'POST': ('profile',
+'account_id')}``) has that account held to the same rules once the body is parsed. The
+profile's access_token is refused on the routes of the accounts that set
+``restrict_legacy_access_token`` (403 ``legacy_token_disabled``).
 
 A member of an account that requires MFA, without MFA, is refused everywhere but the
 ``enrolment`` endpoints and sign-out with 403 ``mfa_enrollment_required``, whatever the
@@ -48,6 +60,14 @@ LEVELS = (
     'administrator',
     'administrator_session',
 )
+# The scopes of a personal access token (SPEC 17), and the read scope each write one
+# includes. schemas/access_token_create.json lists the same (a test holds them equal).
+SCOPES = ('profile:read', 'profile:write', 'account:read', 'account:write')
+IMPLIED = {'profile:write': 'profile:read', 'account:write': 'account:read'}
+# The levels a scope may be declared for: the others are for a signed-in session only.
+SCOPED_LEVELS = ('optional', 'user', 'member', 'administrator')
+# What an answer to a personal access token never carries (SPEC 17).
+CREDENTIAL_FIELDS = ('access_token', 'pubsub_token')
 
 
 class Caller:
@@ -63,6 +83,10 @@ class Caller:
         'mfa_enabled',
         'enrollment_required',
         'setup',
+        'personal_token_id',
+        'scopes',
+        'token_accounts',
+        'legacy_refused',
     )
 
     def __init__(self, row, token=None, setup=False):
@@ -88,6 +112,19 @@ class Caller:
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
         self.session_id = row['token_id'] if token is not None else None
+        # A personal access token: its id, its scopes (write ones with the read ones
+        # they include) and the accounts it is limited to (None: every account).
+        self.personal_token_id = row.get('personal_token_id')
+        self.scopes = self.token_accounts = None
+        if self.personal_token_id is not None:
+            granted = row['scopes']
+            self.scopes = frozenset(granted).union(
+                IMPLIED[scope] for scope in granted if scope in IMPLIED
+            )
+            if row['account_ids'] is not None:
+                self.token_accounts = frozenset(row['account_ids'])
+        # The profile's access_token: the accounts that no longer accept it.
+        self.legacy_refused = frozenset(row.get('legacy_refused') or ())
 
 
 def _forwarded_header(req, name):
@@ -104,20 +141,53 @@ def _forwarded_header(req, name):
     return req.get_header(name) if req.context.get('from_trusted_proxy') else None
 
 
+def _bearer(req):
+    """The credential of ``Authorization: Bearer <credential>``, or None."""
+    scheme, _, credential = (req.auth or '').partition(' ')
+    return credential.strip() if scheme.lower() == 'bearer' else None
+
+
 def access_level(resource, method):
     if method == 'OPTIONS':
         return 'public'
     return getattr(resource, 'access', {}).get(method)
 
 
-class TokenAuth:
-    """Resolve the token headers or ``api_access_token`` into ``req.context.caller``.
+def scope_for(resource, method):
+    """The scope a personal access token needs for ``method``; None: it may not."""
+    return getattr(resource, 'scopes', {}).get(method)
 
-    Resources whose answer is the caller's own user JSON declare the methods in
-    ``caller_document``; the lookup then renders it in the same round trip.
+
+def _withhold_credentials(node):
+    """Blank CREDENTIAL_FIELDS wherever they are in a JSON document; True if any was
+    there."""
+    found = False
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in CREDENTIAL_FIELDS and value is not None:
+                node[key] = None
+                found = True
+            elif isinstance(value, (dict, list)):
+                found = _withhold_credentials(value) or found
+    elif isinstance(node, list):
+        for value in node:
+            found = _withhold_credentials(value) or found
+    return found
+
+
+class TokenAuth:
+    """Resolve the token headers, ``api_access_token`` or ``Authorization: Bearer``
+    into ``req.context.caller``.
+
+    ``api_access_token`` carries the profile's access_token or a personal access token
+    (SPEC 17), Bearer only the latter; a personal access token whose checksum fails is
+    refused before any database look-up. Resources whose answer is the caller's own
+    user JSON declare the methods in ``caller_document``; the lookup then renders it in
+    the same round trip.
 
     A missing, malformed, unknown, expired or revoked credential leaves the caller
     None; RequireAccess then answers the one 401 that never says which part was wrong.
+    Answers to a personal access token have every CREDENTIAL_FIELDS value blanked.
     """
 
     def __init__(self, pool, queries, config):
@@ -140,7 +210,10 @@ class TokenAuth:
             req.get_header('client'),
             req.get_header('uid'),
         )
-        api_token = _forwarded_header(req, 'api_access_token')
+        bearer = _bearer(req)
+        api_token = (
+            bearer if bearer is not None else _forwarded_header(req, 'api_access_token')
+        )
         params = {
             'avatar_url_prefix': self._config.avatar_url_prefix,
             'with_doc': req.method in getattr(resource, 'caller_document', ()),
@@ -149,14 +222,10 @@ class TokenAuth:
             req.context.caller = self._by_token(
                 token, client, uid, {**params, 'idle_seconds': self._idle_seconds}
             )
-        elif (
-            api_token and '\x00' not in api_token
-        ):  # PostgreSQL text holds no NUL: nobody's token
-            with self._pool.connection() as conn:
-                row = conn.execute(
-                    self._by_access_token_sql, {**params, 'access_token': api_token}
-                ).fetchone()
-            req.context.caller = Caller(row) if row else None
+        elif api_token:
+            req.context.caller = self._by_access_token(
+                api_token, bearer is not None, req.context.client_ip, params
+            )
         elif level == 'enrolment' and (
             setup_token := _forwarded_header(req, 'mfa_token')
         ):
@@ -165,6 +234,28 @@ class TokenAuth:
                     self._by_setup_token_sql, {'digest': tokens.digest(setup_token)}
                 ).fetchone()
             req.context.caller = Caller(row, setup=True) if row else None
+
+    def _by_access_token(self, credential, bearer, client_ip, params):
+        """The profile's access_token, or a personal access token (one look-up)."""
+        personal = credential.startswith(tokens.PERSONAL_PREFIX)
+        if personal and not tokens.is_personal_token(credential):
+            return None  # a typo or a forgery: no database look-up
+        # Bearer is for personal access tokens only; PostgreSQL text holds no NUL.
+        if not personal and (bearer or '\x00' in credential):
+            return None
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                self._by_access_token_sql,
+                {
+                    **params,
+                    'access_token': None if personal else credential,
+                    'digest': tokens.digest(credential) if personal else None,
+                    'ip_address': client_ip[: audit.IP_ADDRESS_LIMIT]
+                    if client_ip
+                    else None,
+                },
+            ).fetchone()
+        return Caller(row) if row else None
 
     def _by_token(self, token, client, uid, params):
         with self._pool.connection() as conn:
@@ -193,9 +284,19 @@ class TokenAuth:
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')
-        if caller is not None and caller.token is not None and resp.status_code < 400:
+        if caller is None:
+            return
+        if caller.token is not None and resp.status_code < 400:
             token, client, expires_at = caller.token
             tokens.set_headers(resp, token, client, expires_at, caller.email)
+        if caller.scopes is not None:
+            # A read-only token must not read the full-power one (SPEC 17).
+            if resp.data and (resp.content_type or '').startswith('application/json'):
+                doc = orjson.loads(resp.data)
+                if _withhold_credentials(doc):
+                    resp.data = orjson.dumps(doc)
+            elif resp.media is not None:
+                _withhold_credentials(resp.media)
 
 
 def _refuse_unenrolled(caller, resource):
@@ -205,8 +306,38 @@ def _refuse_unenrolled(caller, resource):
         raise errors.MFAEnrollmentRequired()
 
 
+def _check_scope(caller, resource, method):
+    """A personal access token's scope for ``method`` (None for other credentials).
+
+    No scope declared: the 403 of ``session`` (SPEC 3.4: security routes, and every
+    route not yet opened to such tokens); a scope it lacks: 403 insufficient_scope.
+    """
+    if caller.scopes is None:
+        return None
+    scope = scope_for(resource, method)
+    if scope is None:
+        raise errors.NeedsSession()
+    if scope not in caller.scopes:
+        raise errors.InsufficientScope(scope)
+    return scope
+
+
+def check_account_reach(caller, account_id, scope):
+    """What a credential may do in account ``account_id`` beyond the membership rules,
+    checked before them: a personal access token limited to other accounts gets 403
+    insufficient_scope (so it learns nothing of the user's other memberships); the
+    profile's access_token, on an account of the user's that retired it, 403
+    legacy_token_disabled.
+    """
+    if caller.token_accounts is not None and account_id not in caller.token_accounts:
+        raise errors.InsufficientScope(scope)
+    if account_id in caller.legacy_refused:
+        raise errors.LegacyTokenDisabled()
+
+
 class RequireAccess:
-    """Enforce ``resource.access`` for the caller TokenAuth resolved.
+    """Enforce ``resource.access`` (and ``resource.scopes``) for the caller TokenAuth
+    resolved.
 
     A role refusal is logged and written to the audit log (SPEC 14).
     """
@@ -227,9 +358,10 @@ class RequireAccess:
         caller = req.context.caller
         if level == 'optional':
             # Optional credentials that are sent are held to the account's MFA
-            # requirement too.
+            # requirement too, and a personal access token to its scopes.
             if caller is not None:
                 _refuse_unenrolled(caller, resource)
+                _check_scope(caller, resource, req.method)
             return
         if caller is None:
             raise errors.Unauthenticated()
@@ -238,13 +370,16 @@ class RequireAccess:
                 raise errors.NeedsSession()
             return
         _refuse_unenrolled(caller, resource)
+        scope = _check_scope(caller, resource, req.method)
         if level == 'user':
             return
         if level == 'session':
             if caller.token is None:
                 raise errors.NeedsSession()
             return
-        role = caller.roles.get(params['account_id'])
+        account_id = params['account_id']
+        check_account_reach(caller, account_id, scope)
+        role = caller.roles.get(account_id)
         if role is None:
             raise errors.NotFound()
         if level == 'administrator_session' and caller.token is None:
@@ -277,18 +412,34 @@ class RequireAccess:
             raise errors.NotAuthorized()
 
 
-class RequireSessionFields:
-    """Refuse ``resource.session_fields`` in a body sent without the token headers.
+class RequireBodyAccess:
+    """What a parsed body adds to the access rules (after JSONSchemaValidation).
 
-    Runs after the body is parsed (JSONSchemaValidation): the rest of such a body is
-    open to the level the method declares, these fields are not (SPEC 3.4).
+    ``resource.session_fields``: fields refused in a body sent without the token
+    headers; the rest of such a body is open to the level the method declares, these
+    fields are not (SPEC 3.4). ``resource.account_field``: where the body names an
+    account (availability, auto_offline, the active account); that account is held to
+    check_account_reach as a route's is.
     """
 
     def process_resource(self, req, resp, resource, params):
-        fields = getattr(resource, 'session_fields', {}).get(req.method)
         caller = req.context.get('caller')
-        if not fields or caller is None or caller.token is not None:
-            return
         doc = req.context.get('doc')
-        if isinstance(doc, dict) and any(field in doc for field in fields):
+        if caller is None or not isinstance(doc, dict):
+            return
+        fields = getattr(resource, 'session_fields', {}).get(req.method)
+        if fields and caller.token is None and any(field in doc for field in fields):
             raise errors.NeedsSession()
+        path = getattr(resource, 'account_field', {}).get(req.method)
+        if path:
+            *parents, key = path
+            for parent in parents:
+                doc = doc.get(parent) if isinstance(doc, dict) else None
+            account_id = doc.get(key) if isinstance(doc, dict) else None
+            # Validated: an integer, or a float JSON Schema counts as one (30.0).
+            if isinstance(account_id, (int, float)) and not isinstance(
+                account_id, bool
+            ):
+                check_account_reach(
+                    caller, int(account_id), scope_for(resource, req.method)
+                )

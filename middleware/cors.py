@@ -5,11 +5,12 @@ import falcon
 
 import tokens
 
-# What a dashboard sends: the sign-in headers, the integration token, the setup token of
-# an account's MFA requirement (SPEC 12), and JSON bodies.
+# What a dashboard sends: the sign-in headers, the integration tokens (a personal access
+# token may come as Authorization: Bearer, SPEC 17), the setup token of an account's MFA
+# requirement (SPEC 12), and JSON bodies.
 ALLOWED_HEADERS = (
-    'access-token, client, uid, expiry, token-type, api_access_token, mfa_token, '
-    'content-type'
+    'access-token, client, uid, expiry, token-type, api_access_token, authorization, '
+    'mfa_token, content-type'
 )
 
 

@@ -132,15 +132,18 @@ class AccountCollection:
 
 class AccountItem:
     access = {'GET': 'member', 'PUT': 'administrator', 'PATCH': 'administrator'}
+    # account:write still needs the member's role (SPEC 17).
+    scopes = {'GET': 'account:read', 'PUT': 'account:write', 'PATCH': 'account:write'}
     responses = {
         'GET': {200: 'account'},
         'PUT': {200: 'account'},
         'PATCH': {200: 'account'},
     }
     schemas = {'PUT': 'account_update', 'PATCH': 'account_update'}
-    # Whether members must use MFA is account security: not for integration tokens
-    # (SPEC 3.4).
-    session_fields = {'PUT': ('enforce_mfa',), 'PATCH': ('enforce_mfa',)}
+    # Whether members must use MFA, and which credentials reach the account, are account
+    # security: not for integration tokens (SPEC 3.4, 17).
+    _SECURITY_FIELDS = ('enforce_mfa', 'restrict_legacy_access_token')
+    session_fields = {'PUT': _SECURITY_FIELDS, 'PATCH': _SECURITY_FIELDS}
 
     def __init__(self, pool, queries, validators):
         self._pool = pool
@@ -184,6 +187,7 @@ class AccountItem:
 
 class AccountCacheKeys:
     access = {'GET': 'member'}
+    scopes = {'GET': 'account:read'}
     responses = {'GET': {200: 'cache_keys'}}
 
     def __init__(self, pool, queries):
@@ -203,6 +207,7 @@ class AccountActiveAt:
     """POST .../update_active_at: the caller's heartbeat in this account."""
 
     access = {'POST': 'member'}
+    scopes = {'POST': 'account:write'}
     responses = {'POST': {200: 'empty'}}
 
     def __init__(self, pool, queries):

@@ -33,6 +33,9 @@ AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 
 class Profile:
     access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
+    # An e-mail or password change is refused to personal access tokens whatever their
+    # scope, as to api_access_token (profiles.update).
+    scopes = {'GET': 'profile:read', 'PUT': 'profile:write', 'PATCH': 'profile:write'}
     caller_document = {'GET'}
     # 403: an e-mail or password change with api_access_token, or an e-mail change
     # without recent authentication (SPEC 3.4); 429: the sixth e-mail change in 24 hours
@@ -123,6 +126,7 @@ def _text(key, data):
 
 class ProfileAvatar:
     access = {'DELETE': 'user'}
+    scopes = {'DELETE': 'profile:write'}
     responses = {'DELETE': {200: 'user'}}
 
     def __init__(self, pool, queries, config):
@@ -145,6 +149,8 @@ class ProfileMembershipSetting:
     """
 
     access = {'POST': 'user'}
+    scopes = {'POST': 'profile:write'}
+    account_field = {'POST': ('profile', 'account_id')}
     responses = {'POST': {200: 'user', 404: 'not_found'}}
 
     def __init__(self, pool, queries, config, field, schema, set_sql):
@@ -172,6 +178,8 @@ class ProfileMembershipSetting:
 
 class ProfileActiveAccount:
     access = {'PUT': 'user'}
+    scopes = {'PUT': 'profile:write'}
+    account_field = {'PUT': ('profile', 'account_id')}
     responses = {'PUT': {200: 'empty', 404: 'not_found'}}
     schemas = {'PUT': 'profile_active_account'}
 

@@ -248,6 +248,7 @@ class SignOut:
 
 class ValidateToken:
     access = {'GET': 'optional'}
+    scopes = {'GET': 'profile:read'}
     caller_document = {'GET'}
     responses = {'GET': {200: 'token_valid', 401: 'invalid_token'}}
 

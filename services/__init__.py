@@ -10,7 +10,14 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     'accounts': ('profiles', 'users', 'avatars', 'captcha'),
-    'credentials': ('credentials', 'passwords', 'sessions', 'mfa', 'guessing'),
+    'credentials': (
+        'credentials',
+        'passwords',
+        'sessions',
+        'mfa',
+        'guessing',
+        'personal_tokens',
+    ),
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
 }

@@ -29,6 +29,8 @@ EVENTS = (
     'mfa_recovery_code_used',
     'mfa_backup_codes_regenerated',
     'access_token_reset',
+    'personal_access_token_created',
+    'personal_access_token_revoked',
     'session_revoked',
     'sessions_ended_by_administrator',
     'account_settings_changed',

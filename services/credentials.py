@@ -19,6 +19,13 @@ ANNOUNCEMENTS = {
     'mfa_revert': ('mfa_enabled_reverted', None),
 }
 REASONS = frozenset(ANNOUNCEMENTS)
+# The changes by which the mailbox takes the account back (SPEC 3.4, 17): they end the
+# personal access tokens too, whoever made them. The others (a password or MFA change
+# with a session, reset_access_token, confirming a new address) leave them: the owner
+# lists and revokes them, and a takeover that made one is undone by a reset or revert.
+REVOKES_PERSONAL_TOKENS = frozenset(
+    ('password_reset', 'confirmation', 'email_revert', 'mfa_revert')
+)
 
 
 def change(
@@ -40,21 +47,31 @@ def change(
     together. ``keep_client`` is the one sign-in token that stays (the caller's, or the
     one a reset or confirmation has just issued; None: none stays). One-time links are
     voided except revert links and the link confirming a still unconfirmed user's own
-    address (sql/queries/credentials.sql says why). The change is also announced: its
+    address (sql/queries/credentials.sql says why); for REVOKES_PERSONAL_TOKENS, every
+    personal access token is revoked. The change is also announced: its
     audit event and security e-mail (``facts``, ``session_id`` and ``mail_extra`` as for
     announce).
     """
     if reason not in REASONS:
         raise ValueError(f'unknown credential change {reason!r}')
-    conn.execute(
+    changed = conn.execute(
         queries['credentials.change'],
         {
             'user_id': user_id,
             'keep_client': keep_client,
             'access_token': tokens.new_token(),
             'pubsub_token': tokens.new_token() if rotate_pubsub else None,
+            'revoke_personal_tokens': reason in REVOKES_PERSONAL_TOKENS,
         },
-    )
+    ).fetchone()
+    revoked = changed['personal_tokens_revoked']
+    if revoked:
+        mail_extra = dict(mail_extra or {})
+        mail_extra['lines'] = [
+            *mail_extra.get('lines', ()),
+            f'Personal access tokens revoked: {revoked}; integrations using them '
+            'stopped working.',
+        ]
     announce(
         conn,
         queries,
@@ -64,6 +81,7 @@ def change(
         facts=facts,
         session_id=session_id,
         mail_extra=mail_extra,
+        details={'personal_access_tokens_revoked': revoked} if revoked else None,
     )
 
 
@@ -77,6 +95,7 @@ def announce(
     facts=None,
     session_id=None,
     mail_extra=None,
+    details=None,
 ):
     """The audit event and the security e-mail of a credential change (SPEC 14).
 
@@ -84,7 +103,8 @@ def announce(
     session);
     ``session_id``: the session a reset or confirmation has just opened, when there is
     one;
-    ``mail_extra``: what the e-mail adds (security_mail.send's ``extra``).
+    ``mail_extra``: what the e-mail adds (security_mail.send's ``extra``);
+    ``details``: the audit row's (what else the change ended).
     """
     event, mail_kind = ANNOUNCEMENTS[reason]
     audit.record(
@@ -95,6 +115,7 @@ def announce(
         actor_id=user_id,
         facts=facts,
         session_id=session_id,
+        details=details,
     )
     if mail_kind is not None:
         contact = conn.execute(

@@ -30,6 +30,16 @@ KINDS = {
         'The API access token of your Frontdesk account was replaced; integrations '
         'using the old one stopped working.',
     ),
+    'personal_access_token_created': (
+        'A personal access token was created',
+        'A personal access token was created for your Frontdesk account. Whoever holds '
+        'it can use the API as you, within its scopes, until it expires or is revoked.',
+    ),
+    'personal_access_token_revoked': (
+        'A personal access token was revoked',
+        'A personal access token of your Frontdesk account was revoked; integrations '
+        'using it stopped working.',
+    ),
     'sessions_ended_by_administrator': (
         'You were signed out everywhere',
         'An administrator ended every session of your Frontdesk account.',

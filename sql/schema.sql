@@ -22,6 +22,7 @@ CREATE TABLE public.accounts (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     features jsonb DEFAULT '{}'::jsonb NOT NULL,
     enforce_mfa boolean DEFAULT false NOT NULL,
+    restrict_legacy_access_token boolean DEFAULT false NOT NULL,
     CONSTRAINT accounts_auto_resolve_duration_check CHECK (((auto_resolve_duration >= 1) AND (auto_resolve_duration <= 999))),
     CONSTRAINT accounts_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
     CONSTRAINT accounts_domain_check CHECK ((char_length(domain) <= 100)),
@@ -52,7 +53,8 @@ CREATE FUNCTION public.account_json(a public.accounts) RETURNS json
             'label', a.label_cache_key, 'inbox', a.inbox_cache_key, 'team', a.team_cache_key),
         'features', a.features,
         'latest_chatwoot_version', NULL,
-        'enforce_mfa', a.enforce_mfa)
+        'enforce_mfa', a.enforce_mfa,
+        'restrict_legacy_access_token', a.restrict_legacy_access_token)
 $$;
 
 CREATE TABLE public.audit_events (
@@ -146,6 +148,37 @@ CREATE FUNCTION public.mfa_enrollment_required(u public.users) RETURNS boolean
                                JOIN accounts a ON a.id = au.account_id
                               WHERE au.user_id = u.id
                                 AND a.enforce_mfa) END
+$$;
+
+CREATE TABLE public.personal_access_tokens (
+    id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    name text NOT NULL,
+    token_digest bytea NOT NULL,
+    scopes text[] NOT NULL,
+    account_ids bigint[],
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_used_at timestamp with time zone,
+    last_used_ip text,
+    CONSTRAINT personal_access_tokens_last_used_ip_check CHECK ((char_length(last_used_ip) <= 64)),
+    CONSTRAINT personal_access_tokens_name_check CHECK (((char_length(name) >= 1) AND (char_length(name) <= 100))),
+    CONSTRAINT personal_access_tokens_scopes_check CHECK (((cardinality(scopes) >= 1) AND (scopes <@ ARRAY['profile:read'::text, 'profile:write'::text, 'account:read'::text, 'account:write'::text]))),
+    CONSTRAINT personal_access_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32))
+);
+
+CREATE FUNCTION public.personal_access_token_json(p public.personal_access_tokens) RETURNS json
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT json_build_object(
+        'id', p.id,
+        'name', p.name,
+        'scopes', p.scopes,
+        'account_ids', p.account_ids,
+        'expires_at', iso8601(p.expires_at),
+        'created_at', iso8601(p.created_at),
+        'last_used_at', iso8601(p.last_used_at),
+        'last_used_ip', p.last_used_ip)
 $$;
 
 CREATE FUNCTION public.user_json(p_user_id bigint, p_avatar_url_prefix text) RETURNS json
@@ -342,6 +375,15 @@ ALTER TABLE public.one_time_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENT
     CACHE 1
 );
 
+ALTER TABLE public.personal_access_tokens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.personal_access_tokens_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.rate_limit_counters (
     bucket text NOT NULL,
     window_start timestamp with time zone NOT NULL,
@@ -433,6 +475,12 @@ ALTER TABLE ONLY public.one_time_tokens
 ALTER TABLE ONLY public.one_time_tokens
     ADD CONSTRAINT one_time_tokens_token_digest_key UNIQUE (token_digest);
 
+ALTER TABLE ONLY public.personal_access_tokens
+    ADD CONSTRAINT personal_access_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.personal_access_tokens
+    ADD CONSTRAINT personal_access_tokens_token_digest_key UNIQUE (token_digest);
+
 ALTER TABLE ONLY public.rate_limit_counters
     ADD CONSTRAINT rate_limit_counters_pkey PRIMARY KEY (bucket, window_start);
 
@@ -476,6 +524,8 @@ CREATE INDEX one_time_tokens_revert_email_idx ON public.one_time_tokens USING bt
 
 CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (user_id, purpose);
 
+CREATE INDEX personal_access_tokens_user_idx ON public.personal_access_tokens USING btree (user_id);
+
 CREATE INDEX rate_limit_counters_expires_at_idx ON public.rate_limit_counters USING btree (expires_at);
 
 ALTER TABLE ONLY public.account_users
@@ -492,6 +542,9 @@ ALTER TABLE ONLY public.mfa_recovery_codes
 
 ALTER TABLE ONLY public.one_time_tokens
     ADD CONSTRAINT one_time_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.personal_access_tokens
+    ADD CONSTRAINT personal_access_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.user_tokens
     ADD CONSTRAINT user_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;

@@ -38,6 +38,7 @@ def test_member_reads_the_account_json(testapp, admin, make_user):
             'features',
             'latest_chatwoot_version',
             'enforce_mfa',
+            'restrict_legacy_access_token',
         }
         assert body['features'] == {}
         assert body['enforce_mfa'] is False

@@ -61,6 +61,31 @@ def test_member_access_needs_an_account_in_the_route():
         app_module.check_access_declarations([('/x', Misrouted())])
 
 
+def test_an_unknown_scope_stops_the_boot():
+    class Misspelt:
+        access = {'GET': 'user'}
+        scopes = {'GET': 'profile:reed'}
+
+        def on_get(self, req, resp):
+            pass
+
+    with pytest.raises(RuntimeError, match="unknown scope 'profile:reed'"):
+        app_module.check_access_declarations([('/x', Misspelt())])
+
+
+@pytest.mark.parametrize('level', ['public', 'session', 'enrolment'])
+def test_a_scope_on_a_route_no_personal_token_may_use_stops_the_boot(level):
+    class Contradiction:
+        access = {'GET': level}
+        scopes = {'GET': 'profile:read'}
+
+        def on_get(self, req, resp):
+            pass
+
+    with pytest.raises(RuntimeError, match='not for personal access tokens'):
+        app_module.check_access_declarations([('/x', Contradiction())])
+
+
 def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     declared = {
         template: dict(getattr(resource, 'access', {}))
@@ -90,6 +115,15 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
         'DELETE': 'administrator_session'
     }
     assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
+    # Personal access tokens (SPEC 17) are account security too.
+    tokens = '/api/v1/profile/access_tokens'
+    token_item = tokens + f'/{{token_id:{app_module.ID}}}'
+    assert declared[tokens] == {'GET': 'session', 'POST': 'session'}
+    assert declared[token_item] == {'DELETE': 'session'}
+    assert declared[account + '/access_tokens'] == {'GET': 'administrator_session'}
+    assert declared[account + f'/access_tokens/{{token_id:{app_module.ID}}}'] == {
+        'DELETE': 'administrator_session'
+    }
     # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.
     mfa_routes = (
         '/api/v1/profile/mfa',
@@ -105,6 +139,8 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
             session_item,
             *mfa_routes,
             '/api/v1/profile/audit_events',
+            tokens,
+            token_item,
         ):
             assert set(access.values()) == {'user'}, template
     assert all(

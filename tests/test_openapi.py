@@ -63,7 +63,7 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
             assert path_parameters == re.findall(r'\{(\w+)', template), where
             assert (operation['security'] == []) == (level == 'public'), where
             responses = operation['responses']
-            assert '200' in responses and '500' in responses, where
+            assert {'200', '201'} & set(responses) and '500' in responses, where
             if level in SIGNED_IN:
                 assert (
                     responses['401']['content']['application/json']['schema']
@@ -85,7 +85,10 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
 
 
 def test_security_is_the_token_headers_or_api_access_token(document):
-    schemes = document['components']['securitySchemes']
+    schemes = dict(document['components']['securitySchemes'])
+    # Personal access tokens as Authorization: Bearer (SPEC 17).
+    bearer = schemes.pop('personalAccessToken')
+    assert (bearer['type'], bearer['scheme']) == ('http', 'bearer')
     assert {scheme['name'] for scheme in schemes.values()} == {
         'access-token',
         'client',
@@ -100,7 +103,16 @@ def test_security_is_the_token_headers_or_api_access_token(document):
     assert document['paths']['/api/v1/profile']['get']['security'] == [
         {'accessToken': [], 'client': [], 'uid': []},
         {'apiAccessToken': []},
+        {'personalAccessToken': []},
     ]
+    profile = document['paths']['/api/v1/profile']['get']
+    assert profile['x-personal-access-token-scope'] == 'profile:read'
+    # Bearer is offered exactly where a scope opens the operation to such tokens.
+    for path, operations in document['paths'].items():
+        for method, operation in operations.items():
+            assert ({'personalAccessToken': []} in operation['security']) == (
+                'x-personal-access-token-scope' in operation
+            ), (method, path)
     assert {} in document['paths']['/api/v1/accounts']['post']['security']
     # The setup token of an account's MFA requirement reaches the MFA endpoints only.
     assert document['paths']['/api/v1/profile/mfa']['post']['security'] == [

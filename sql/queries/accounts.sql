@@ -29,6 +29,9 @@ UPDATE accounts a
                                     THEN (p->>'auto_resolve_duration')::numeric::integer
                                     ELSE a.auto_resolve_duration END,
        enforce_mfa = CASE WHEN p ? 'enforce_mfa' THEN (p->>'enforce_mfa')::boolean ELSE a.enforce_mfa END,
+       restrict_legacy_access_token = CASE WHEN p ? 'restrict_legacy_access_token'
+                                           THEN (p->>'restrict_legacy_access_token')::boolean
+                                           ELSE a.restrict_legacy_access_token END,
        custom_attributes = CASE WHEN a.custom_attributes->>'onboarding_step' = 'account_update'
                                 THEN jsonb_set(a.custom_attributes || extra.attrs, '{onboarding_step}', '"invite_team"')
                                 ELSE a.custom_attributes || extra.attrs END,

@@ -6,7 +6,9 @@
 -- they undo a takeover that may have included a credential change. So does the link that confirms a still unconfirmed user's
 -- own address: it went to that address, can confirm nothing else, and its use is itself a
 -- credential change that ends every other hold (voiding it would only help whoever signed
--- up with someone else's address; docs/security.md).
+-- up with someone else's address; docs/security.md). With revoke_personal_tokens (a reset, a
+-- confirmation, a revert: the mailbox taking the account back) every personal access token
+-- goes too (SPEC 17); personal_tokens_revoked says how many.
 WITH revoked AS (
     DELETE FROM user_tokens
      WHERE user_id = %(user_id)s
@@ -18,6 +20,11 @@ WITH revoked AS (
        AND u.id = o.user_id
        AND o.purpose NOT IN ('email_revert', 'mfa_revert')
        AND NOT (o.purpose = 'confirmation' AND o.email = u.email AND u.confirmed_at IS NULL)
+), personal AS (
+    DELETE FROM personal_access_tokens
+     WHERE user_id = %(user_id)s
+       AND %(revoke_personal_tokens)s
+    RETURNING id
 )
 UPDATE users
    SET access_token = %(access_token)s,
@@ -25,4 +32,4 @@ UPDATE users
        unconfirmed_email = NULL,
        updated_at = now()
  WHERE id = %(user_id)s
-RETURNING id;
+RETURNING id, (SELECT count(*) FROM personal) AS personal_tokens_revoked;
