@@ -4,9 +4,10 @@ Two actors, an owner and an attacker, act in any order through the public API ov
 real HTTP (gunicorn, mail through the outbox worker to a real SMTP sink). The attacker
 starts from one capability of the model's table: a squatter who signed up first with
 the owner's address, the holder of a stolen session, the holder of the password, the
-holder of a mailbox the owner used to have (after its revert window closed), or an
-integration (the owner's api_access_token). Each actor reads only the mailboxes the
-model gives him.
+holder of a mailbox the owner used to have (after its revert window closed), an
+integration (the owner's api_access_token), or an integration with one of the owner's
+personal access tokens (SPEC 17). Each actor reads only the mailboxes the model gives
+him; either may mint personal access tokens with the sessions he holds.
 
 The invariant: once the owner has run the documented recovery from his mailbox (every
 live revert and "this was not me" link in it, then a password reset), nothing the
@@ -51,7 +52,17 @@ CODES_PER_USER = 2
 # The bounded run of the suite, per capability; `--hypothesis-profile=attack`
 # (tests/conftest.py) runs the long one.
 SUITE = {'max_examples': 10, 'stateful_step_count': 12}
-CAPABILITIES = ('squatter', 'stolen_session', 'password', 'old_mailbox', 'api_token')
+CAPABILITIES = (
+    'squatter',
+    'stolen_session',
+    'password',
+    'old_mailbox',
+    'api_token',
+    'personal_token',
+)
+SCOPES = ('profile:read', 'profile:write', 'account:read', 'account:write')
+TOKENS = '/api/v1/profile/access_tokens'
+
 LINKS = {
     'confirm': r'/app/auth/confirmation\?confirmation_token=([A-Za-z0-9_-]+)',
     'reset': r'/app/auth/password/edit\?reset_password_token=([A-Za-z0-9_-]+)',
@@ -79,6 +90,7 @@ class Actor:
         self.passwords = []
         self.sessions = []  # {'headers': ..., 'user_id': ...}
         self.api_tokens = []
+        self.personal_tokens = []  # personal access tokens (SPEC 17)
         self.mfa_tokens = []
         self.secrets = []  # (TOTP secret, user id)
         self.backup_codes = []
@@ -329,6 +341,16 @@ class AttackMachine(RuleBasedStateMachine):
             attacker.passwords.append(owner.passwords[-1])
         elif capability == 'api_token':
             attacker.api_tokens.append(signed_in.json['data']['access_token'])
+        elif capability == 'personal_token':
+            # The owner made it for an integration, with every scope; it leaked.
+            created = self.call(
+                'POST',
+                TOKENS,
+                {'name': 'CRM sync', 'scopes': list(SCOPES), 'expires_in_days': 30},
+                owner.sessions[-1]['headers'],
+            )
+            assert created.status == 201, created.body
+            attacker.personal_tokens.append(created.json['token'])
 
     # --- either actor ---------------------------------------------------------------
     # ``data`` draws the actor among those who can do the thing, so few steps are
@@ -704,30 +726,93 @@ class AttackMachine(RuleBasedStateMachine):
 
     # --- the attacker with the integration token --------------------------------------
 
-    @precondition(lambda self: self.attacker.api_tokens)
-    @rule(pick=PICK, route=st.integers(min_value=0, max_value=8))
-    def api_token_acts(self, pick, route):
-        token = self.attacker.api_tokens[pick % len(self.attacker.api_tokens)]
-        headers = {'api_access_token': token}
-        method, path, body = [
-            ('GET', '/api/v1/profile', None),
-            ('PUT', '/api/v1/profile', {'profile': {'email': unique_email('api')}}),
-            ('POST', '/api/v1/profile/reset_access_token', None),
-            ('GET', '/api/v1/profile/sessions', None),
-            ('DELETE', '/api/v1/profile/sessions', None),
-            ('POST', '/api/v1/profile/mfa', {}),
-            ('DELETE', '/auth/sign_out', None),
-            ('POST', '/api/v1/accounts', {'account_name': 'Side door'}),
-            ('GET', '/auth/validate_token', None),
+    def integration_route(self, route):
+        """(method, path, body, whether it is account security) of route ``route``."""
+        password = new_password()
+        return [
+            ('GET', '/api/v1/profile', None, False),
+            ('PUT', '/api/v1/profile', {'profile': {'display_name': 'Bot'}}, False),
+            ('GET', '/auth/validate_token', None, False),
+            ('POST', '/api/v1/accounts', {'account_name': 'Side door'}, False),
+            (
+                'PUT',
+                '/api/v1/profile',
+                {'profile': {'email': unique_email('api')}},
+                True,
+            ),
+            (
+                'PUT',
+                '/api/v1/profile',
+                {'profile': {'password': password, 'password_confirmation': password}},
+                True,
+            ),
+            ('POST', '/api/v1/profile/reset_access_token', None, True),
+            ('GET', '/api/v1/profile/sessions', None, True),
+            ('DELETE', '/api/v1/profile/sessions', None, True),
+            ('POST', '/api/v1/profile/mfa', {}, True),
+            ('DELETE', '/auth/sign_out', None, True),
+            (
+                'POST',
+                TOKENS,
+                {'name': 'mine', 'scopes': list(SCOPES), 'expires_in_days': 366},
+                True,
+            ),
+            ('GET', TOKENS, None, True),
         ][route]
+
+    def integration_acts(self, headers, route):
+        """One request with an integration credential: never a 2xx on a security
+        route (SPEC 3.3/3.4), never a session."""
+        method, path, body, security = self.integration_route(route)
         answer = self.call(method, path, body, headers)
-        if route in (1, 2, 3, 4, 5, 6):
-            # SPEC 3.3/3.4: integration credentials never touch account security.
+        if security:
             assert answer.status in (401, 403), (method, path, answer.status)
         for name in TOKEN_HEADERS:
             assert name not in answer.headers, f'{method} {path} issued a session'
-        if answer.status == 200 and method == 'GET' and path == '/api/v1/profile':
+        return answer
+
+    @precondition(lambda self: self.attacker.api_tokens)
+    @rule(pick=PICK, route=st.integers(min_value=0, max_value=12))
+    def api_token_acts(self, pick, route):
+        token = self.attacker.api_tokens[pick % len(self.attacker.api_tokens)]
+        answer = self.integration_acts({'api_access_token': token}, route)
+        if answer.status == 200 and answer.json.get('access_token'):
             self.attacker.learn_user(answer.json)
+
+    @precondition(lambda self: self.attacker.personal_tokens)
+    @rule(pick=PICK, route=st.integers(min_value=0, max_value=12))
+    def personal_token_acts(self, pick, route):
+        """The attacker uses a personal access token (Bearer): within its scopes it is
+        the owner's integration, but it reads no credential and mints none."""
+        token = self.attacker.personal_tokens[pick % len(self.attacker.personal_tokens)]
+        answer = self.integration_acts({'Authorization': f'Bearer {token}'}, route)
+        if answer.status == 401:
+            self.attacker.personal_tokens.remove(token)  # revoked or expired: for good
+        if answer.status == 200 and isinstance(answer.json, dict):
+            user = answer.json.get('payload', {}).get('data', answer.json)
+            assert user.get('access_token') is None, (
+                'a personal token read a credential'
+            )
+            assert user.get('pubsub_token') is None
+
+    @precondition(lambda self: self.any_actor(self.has_session))
+    @rule(
+        data=st.data(), pick=PICK, scopes=st.sets(st.sampled_from(SCOPES), min_size=1)
+    )
+    def create_personal_token(self, data, pick, scopes):
+        """A session mints a personal access token: only one whose last password or
+        code check is recent (SPEC 3.4), so a stale stolen session cannot."""
+        actor = self.who(data, self.has_session)
+        session = actor.sessions[pick % len(actor.sessions)]
+        body = {'name': 'integration', 'scopes': sorted(scopes), 'expires_in_days': 30}
+        answer = self.with_session(actor, session, 'POST', TOKENS, body)
+        assert answer.status in (201, 401, 403, 422), answer.body
+        if answer.status == 201:
+            actor.personal_tokens.append(answer.json['token'])
+            if actor is self.attacker and session['user_id'] == self.owner_user_id:
+                TALLY[('attacker minted a personal token', self.capability)] += 1
+        elif answer.status == 403:
+            assert answer.json['error_code'] == 'reauthentication_required'
 
     # --- the owner's recovery from the mailbox --------------------------------------
 
@@ -890,6 +975,10 @@ class AttackMachine(RuleBasedStateMachine):
         attacker = self.attacker
         probes = [('session', s['headers']) for s in attacker.sessions]
         probes += [('api token', {'api_access_token': t}) for t in attacker.api_tokens]
+        probes += [
+            ('personal token', {'Authorization': f'Bearer {t}'})
+            for t in attacker.personal_tokens
+        ]
         for what, headers in probes:
             key = (what, tuple(sorted(headers.items())))
             if key in self.dead:

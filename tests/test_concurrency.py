@@ -1,6 +1,7 @@
 """Issue 5: concurrent requests of one user, with real threads against real gunicorn."""
 
 import threading
+import time
 
 import pytest
 
@@ -162,3 +163,92 @@ def test_parallel_sign_ins_keep_to_the_maximum(base_env, make_user, conn):
             for answer in answers
         )
         assert working == 4
+
+
+# Personal access tokens (SPEC 17).
+
+TOKENS = '/api/v1/profile/access_tokens'
+
+
+def test_a_token_revoked_while_in_use_stops_at_the_revocation(service, make_user, conn):
+    """Four clients use a token without pause, each request stamping its last use (the
+    row's lock) while the owner revokes it: no error, every request that began after
+    the revocation answered is refused, every one that ended before it was served."""
+    user = make_user()
+    created = http(
+        'POST',
+        service + TOKENS,
+        {'name': 'busy', 'scopes': ['profile:read'], 'expires_in_days': 1},
+        headers=user.headers,
+    )
+    assert created.status == 201
+    token = {'Authorization': f'Bearer {created.json["token"]}'}
+    results, stop, served = [], threading.Event(), threading.Semaphore(0)
+
+    def use():
+        while not stop.is_set():
+            began = time.monotonic()
+            answer = http('GET', service + '/api/v1/profile', headers=token)
+            results.append((began, time.monotonic(), answer.status))
+            if answer.status == 200:
+                served.release()
+
+    def stamp_every_time():
+        # Every request then writes last_used_at: the race with the DELETE is on the
+        # row's lock each time, not once in 5 minutes.
+        while not stop.is_set():
+            conn.execute(
+                'UPDATE personal_access_tokens SET last_used_at = NULL WHERE id = %s',
+                (created.json['id'],),
+            )
+
+    threads = [threading.Thread(target=use) for _ in range(4)]
+    threads.append(threading.Thread(target=stamp_every_time))
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(20):  # the clients are in full swing
+            assert served.acquire(timeout=30)
+        revoke_began = time.monotonic()
+        revoked = http(
+            'DELETE', f'{service}{TOKENS}/{created.json["id"]}', headers=user.headers
+        )
+        revoke_ended = time.monotonic()
+        assert revoked.status == 200
+        deadline = time.monotonic() + 30
+        while not any(began > revoke_ended for began, _, _ in results):
+            assert time.monotonic() < deadline, 'the clients stopped'
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert {status for _, _, status in results} <= {200, 401}
+    assert all(status == 401 for began, _, status in results if began > revoke_ended)
+    assert all(status == 200 for _, ended, status in results if ended < revoke_began)
+    assert http('GET', service + '/api/v1/profile', headers=token).status == 401
+
+
+def test_parallel_creations_keep_to_fifty_live_tokens(service, make_user, conn):
+    user = make_user()
+    conn.execute(
+        'INSERT INTO personal_access_tokens (user_id, name, token_digest, scopes,'
+        " expires_at) SELECT %s, 'old', sha256(('t' || i || %s)::bytea),"
+        " '{profile:read}', now() + interval '1 day' FROM generate_series(1, 47) i",
+        (user.id, str(user.id)),
+    )
+    answers = in_parallel(
+        8,
+        lambda index: http(
+            'POST',
+            service + TOKENS,
+            {'name': f'p{index}', 'scopes': ['profile:read'], 'expires_in_days': 1},
+            headers=user.headers,
+        ),
+    )
+    assert sorted(answer.status for answer in answers) == [201] * 3 + [422] * 5
+    live = conn.execute(
+        'SELECT count(*) AS n FROM personal_access_tokens WHERE user_id = %s',
+        (user.id,),
+    ).fetchone()['n']
+    assert live == 50
