@@ -1,12 +1,14 @@
 -- wrk script for bench/ (python -m bench). Every request, the /healthz baseline's included, is
 -- built by request(), so wrk spends about the same per request on every endpoint.
 --
---   wrk ... -s bench/bench.lua http://127.0.0.1:PORT -- <endpoint> <users> <password> <nonce>
+--   wrk ... -s bench/bench.lua http://127.0.0.1:PORT -- <endpoint> <users> <password> <nonce> <pat file>
 --
 -- User i (1..users) was seeded by bench/common.py: e-mail user<i>@bench.test, token
--- bench-token-<i> on client client-<i>, administrator of account i.
+-- bench-token-<i> on client client-<i>, administrator of account i; for pat_profile, a
+-- personal access token on line i of <pat file>.
 
 local endpoint, users, password, nonce
+local personal_tokens = {}
 local counter = 0
 local next_thread_id = 0
 
@@ -17,6 +19,9 @@ end
 
 function init(args)
   endpoint, users, password, nonce = args[1], tonumber(args[2]), args[3], args[4]
+  if endpoint == "pat_profile" then
+    for line in io.lines(args[5]) do personal_tokens[#personal_tokens + 1] = line end
+  end
   math.randomseed(tonumber(nonce, 16) + thread_id)
   math.random(); math.random()
 end
@@ -37,6 +42,9 @@ local build = {
   end,
   get_profile = function(i)
     return wrk.format("GET", "/api/v1/profile", signed_in(i))
+  end,
+  pat_profile = function(i)
+    return wrk.format("GET", "/api/v1/profile", {["Authorization"] = "Bearer " .. personal_tokens[i]})
   end,
   put_profile = function(i)
     return wrk.format("PUT", "/api/v1/profile", signed_in(i, true),

@@ -19,6 +19,7 @@ import urllib.request
 import psycopg
 
 import db
+import tokens
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LUA = ROOT / 'bench' / 'bench.lua'
@@ -32,6 +33,7 @@ AVATAR_URL_PREFIX = '/avatars/'  # the default the server runs with
 # (name in bench.lua, row label, target ratio to /healthz or None when only reported)
 ENDPOINTS = [
     ('get_profile', 'GET /api/v1/profile', 0.6),
+    ('pat_profile', 'GET /api/v1/profile (personal access token)', 0.6),
     ('get_account', 'GET /api/v1/accounts/{id}', 0.6),
     ('cache_keys', 'GET /api/v1/accounts/{id}/cache_keys', 0.6),
     ('put_profile', 'PUT /api/v1/profile', 0.4),
@@ -45,6 +47,12 @@ LABELS = {
 
 
 RSS_LIMIT_MB = 60
+# SPEC 17: a personal-access-token request costs at most this much more CPU (gunicorn
+# and PostgreSQL, per request) than a token-header request.
+PAT_CPU_LIMIT = 0.10
+# User i's personal access token, line i (bench.lua reads it for pat_profile): a real
+# token has a checksum Lua would have to compute, so they are made here.
+PAT_TOKENS = RESULTS / 'pat_tokens.txt'
 
 
 BCRYPT_ENDPOINTS = {
@@ -111,6 +119,28 @@ def seed(url, first, last, password_hash):
     seconds = time.monotonic() - started
     print(f'seeded users {first:,}..{last:,} in {seconds:.1f} s', flush=True)
     return seconds
+
+
+def seed_personal_tokens(url, first, last):
+    """A personal access token (profile:read, account:read) per user first..last, its
+    last use ahead as the sign-in token's is; the tokens go to PAT_TOKENS."""
+    made = [tokens.new_personal_token() for _ in range(first, last + 1)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                'INSERT INTO personal_access_tokens (user_id, name, token_digest,'
+                " scopes, expires_at, last_used_at) VALUES (%s, 'bench', %s,"
+                " '{profile:read,account:read}', now() + interval '10 years',"
+                " now() + interval '1 day')",
+                [
+                    (user_id, tokens.digest(token))
+                    for user_id, token in zip(range(first, last + 1), made)
+                ],
+            )
+        conn.execute('VACUUM (ANALYZE) personal_access_tokens')
+    RESULTS.mkdir(exist_ok=True)
+    PAT_TOKENS.write_text(''.join(token + '\n' for token in made))
+    return made
 
 
 # --- the server -----------------------------------------------------------------------
@@ -312,6 +342,7 @@ def wrk(srv, args, endpoint, users, duration):
         str(users),
         PASSWORD,
         secrets.token_hex(4),
+        str(PAT_TOKENS),
     ]
     offset = srv.log_offset()
     app_cpu, pg_cpu = srv.cpu_seconds()

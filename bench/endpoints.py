@@ -11,9 +11,12 @@ from bench.common import ENDPOINTS
 from bench.common import header
 from bench.common import LABELS
 from bench.common import PASSWORD
+from bench.common import PAT_CPU_LIMIT
+from bench.common import PAT_TOKENS
 from bench.common import RSS_LIMIT_MB
 from bench.common import rss_line
 from bench.common import seed
+from bench.common import seed_personal_tokens
 from bench.common import server
 from bench.common import summarise
 from bench.common import table
@@ -34,6 +37,7 @@ def probe(srv, name):
     method, path, body = {
         'healthz': ('GET', '/healthz', None),
         'get_profile': ('GET', '/api/v1/profile', None),
+        'pat_profile': ('GET', '/api/v1/profile', None),
         'put_profile': (
             'PUT',
             '/api/v1/profile',
@@ -57,6 +61,8 @@ def probe(srv, name):
             },
         ),
     }[name]
+    if name == 'pat_profile':
+        headers = {'Authorization': f'Bearer {PAT_TOKENS.read_text().split()[0]}'}
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
         srv.base + path, data=data, headers=headers, method=method
@@ -68,11 +74,28 @@ def probe(srv, name):
         return f'{ex.code} {ex.read(200).decode(errors="replace")}'
 
 
+def pat_cpu_line(session, personal):
+    """SPEC 17: CPU per request (gunicorn + PostgreSQL) of GET profile with a personal
+    access token against the same with the token headers."""
+    session_us = session['app_us'] + session['pg_us']
+    personal_us = personal['app_us'] + personal['pg_us']
+    extra = personal_us / session_us - 1
+    return (
+        f'- Personal access token vs token headers, GET profile: {personal_us:.0f} vs '
+        f'{session_us:.0f} us CPU per request (app {personal["app_us"]:.0f} vs '
+        f'{session["app_us"]:.0f}, PostgreSQL {personal["pg_us"]:.0f} vs '
+        f'{session["pg_us"]:.0f}): {extra:+.1%}; target ≤ +{PAT_CPU_LIMIT:.0%}: '
+        f'{verdict(extra <= PAT_CPU_LIMIT)}'
+    )
+
+
 def run_endpoints(args, password_hash):
     names = args.only.split(',') if args.only else [name for name, _, _ in ENDPOINTS]
     targets = {name: target for name, _, target in ENDPOINTS}
     with database() as url:
         seed(url, 1, args.users, password_hash)
+        if 'pat_profile' in names:
+            seed_personal_tokens(url, 1, args.users)
         with server(url, args) as srv:
             warm_up(srv, args, names, args.users)
             rss_before = srv.rss_mb()
@@ -123,6 +146,10 @@ def run_endpoints(args, password_hash):
             '(BCRYPT_ROUNDS).',
         ]
     )
+    if {'get_profile', 'pat_profile'} <= set(names):
+        lines.append(
+            pat_cpu_line(summarise(runs, 'get_profile'), summarise(runs, 'pat_profile'))
+        )
     for name, answer in probes.items():
         lines.append(
             f'- {LABELS[name]} failed; one request as user 1 answers: `{answer}`'
