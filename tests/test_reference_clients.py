@@ -15,6 +15,7 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_rate_limits import fresh_ip
 from tests.test_signup import FakeVerifier
+import tokens
 
 NOT_FOUND = {'error': 'Resource could not be found'}
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
@@ -62,12 +63,24 @@ def test_every_route_answers_the_same_with_a_json_suffix(
                     session = conn.execute(
                         'SELECT id FROM user_tokens WHERE client = %s', (caller.client,)
                     ).fetchone()['id']
-                # The caller's own session (422: not with this endpoint) and user id.
+                    # A personal access token of the caller's (SPEC 17).
+                    token = conn.execute(
+                        'INSERT INTO personal_access_tokens (user_id, name,'
+                        " token_digest, scopes, expires_at) VALUES (%s, 'suffix', %s,"
+                        " '{profile:read}', now() + interval '1 day') RETURNING id",
+                        (caller.id, tokens.digest(tokens.new_personal_token())),
+                    ).fetchone()['id']
+                # The caller's own session (422: not with this endpoint), user id and
+                # token.
                 path = (
                     concrete(
                         template,
                         account_id,
-                        {'session_id': session, 'user_id': caller.id},
+                        {
+                            'session_id': session,
+                            'user_id': caller.id,
+                            'token_id': token,
+                        },
                     )
                     + suffix
                 )
