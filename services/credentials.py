@@ -118,17 +118,6 @@ def announce(
         details=details,
     )
     if mail_kind is not None:
-        contact = conn.execute(
-            queries['users.contact'], {'user_id': user_id}
-        ).fetchone()
-        security_mail.send(
-            conn,
-            queries,
-            config,
-            mail_kind,
-            user_id=user_id,
-            to_address=contact['email'],
-            name=contact['name'],
-            facts=facts,
-            extra=mail_extra,
+        security_mail.send_to_user(
+            conn, queries, config, mail_kind, user_id, facts, mail_extra
         )

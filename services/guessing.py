@@ -83,18 +83,8 @@ def settle(
             actor_id=user_id,
             facts=facts,
         )
-        contact = conn.execute(
-            queries['users.contact'], {'user_id': user_id}
-        ).fetchone()
-        security_mail.send(
-            conn,
-            queries,
-            config,
-            budget.exhausted,
-            user_id=user_id,
-            to_address=contact['email'],
-            name=contact['name'],
-            facts=facts,
+        security_mail.send_to_user(
+            conn, queries, config, budget.exhausted, user_id, facts
         )
 
 

@@ -66,24 +66,26 @@ def create(conn, queries, config, user_id, session_id, doc, facts):
             'expires_at': created['expires_at'],
         },
     )
-    _mail(
+    security_mail.send_to_user(
         conn,
         queries,
         config,
         'personal_access_token_created',
         user_id,
         facts,
-        [
-            FromRequest('Token: ', created['name']),
-            f'Scopes: {", ".join(scopes)}',
-            'Accounts: '
-            + (
-                'every account of yours'
-                if account_ids is None
-                else ', '.join(map(str, account_ids)) or 'none'
-            ),
-            f'Expires: {created["expires_at"]}',
-        ],
+        {
+            'lines': [
+                FromRequest('Token: ', created['name']),
+                f'Scopes: {", ".join(scopes)}',
+                'Accounts: '
+                + (
+                    'every account of yours'
+                    if account_ids is None
+                    else ', '.join(map(str, account_ids)) or 'none'
+                ),
+                f'Expires: {created["expires_at"]}',
+            ]
+        },
     )
     return {
         'id': created['id'],
@@ -110,22 +112,15 @@ def revoke(conn, queries, config, user_id, token_id, facts):
     ).fetchone()
     if row is None:
         return False
-    audit.record(
-        conn,
-        queries,
-        'personal_access_token_revoked',
-        subject_id=user_id,
-        facts=facts,
-        details={'personal_access_token_id': token_id, 'by_administrator': False},
-    )
-    _mail(
+    _record_revoked(conn, queries, user_id, token_id, facts)
+    security_mail.send_to_user(
         conn,
         queries,
         config,
         'personal_access_token_revoked',
         user_id,
         facts,
-        [FromRequest('Token: ', row['name'])],
+        {'lines': [FromRequest('Token: ', row['name'])]},
     )
     return True
 
@@ -146,15 +141,7 @@ def revoke_for_account(conn, queries, config, account_id, token_id, facts):
     ).fetchone()
     if row is None:
         return False
-    audit.record(
-        conn,
-        queries,
-        'personal_access_token_revoked',
-        subject_id=row['user_id'],
-        account_id=account_id,
-        facts=facts,
-        details={'personal_access_token_id': token_id, 'by_administrator': True},
-    )
+    _record_revoked(conn, queries, row['user_id'], token_id, facts, account_id)
     security_mail.send(
         conn,
         queries,
@@ -175,16 +162,18 @@ def revoke_for_account(conn, queries, config, account_id, token_id, facts):
     return True
 
 
-def _mail(conn, queries, config, kind, user_id, facts, lines):
-    contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
-    security_mail.send(
+def _record_revoked(conn, queries, user_id, token_id, facts, account_id=None):
+    """The audit event of a revocation: by its owner, or (``account_id``) by an
+    administrator of that account."""
+    audit.record(
         conn,
         queries,
-        config,
-        kind,
-        user_id=user_id,
-        to_address=contact['email'],
-        name=contact['name'],
+        'personal_access_token_revoked',
+        subject_id=user_id,
+        account_id=account_id,
         facts=facts,
-        extra={'lines': lines},
+        details={
+            'personal_access_token_id': token_id,
+            'by_administrator': account_id is not None,
+        },
     )

@@ -85,6 +85,22 @@ def origin(facts, when=None):
     }
 
 
+def send_to_user(conn, queries, config, kind, user_id, facts=None, extra=None):
+    """send() to ``user_id`` at their current address, under their name."""
+    contact = conn.execute(queries['users.contact'], {'user_id': user_id}).fetchone()
+    send(
+        conn,
+        queries,
+        config,
+        kind,
+        user_id=user_id,
+        to_address=contact['email'],
+        name=contact['name'],
+        facts=facts,
+        extra=extra,
+    )
+
+
 def send(
     conn, queries, config, kind, *, user_id, to_address, name, facts=None, extra=None
 ):

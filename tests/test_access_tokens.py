@@ -16,9 +16,11 @@ import app as app_module
 from middleware.auth import SCOPES
 from services import personal_tokens
 from services import sessions
+from tests.support.users import insert_personal_tokens
 from tests.test_confirmations import queued_token
 from tests.test_mfa import Authenticator
 from tests.test_mfa import revert_link
+from tests.test_ownership import security_routes
 import tokens
 from validators import load_schemas
 
@@ -252,12 +254,7 @@ def test_a_form_body_works_as_json_does(testapp, admin):
 
 def test_at_most_fifty_live_tokens(testapp, make_user, conn):
     user = make_user()
-    conn.execute(
-        'INSERT INTO personal_access_tokens (user_id, name, token_digest, scopes,'
-        " expires_at) SELECT %s, 'old ' || i, sha256(('t' || i || %s)::bytea),"
-        " '{profile:read}', now() + interval '1 day' FROM generate_series(1, 49) i",
-        (user.id, str(user.id)),
-    )
+    insert_personal_tokens(conn, user.id, 49)
     create(testapp, user)
     answer = create(testapp, user, status=422)
     assert answer.json == {'message': personal_tokens.TOO_MANY}
@@ -406,23 +403,7 @@ def test_profile_write_never_changes_the_address_or_the_password(testapp, make_u
 def test_every_security_route_refuses_a_personal_token(testapp, admin):
     token = bearer(new_token(testapp, admin, scopes=list(SCOPES)))
     account = admin.account_id
-    refused = [
-        ('get', '/api/v1/profile/sessions'),
-        ('delete', '/api/v1/profile/sessions'),
-        ('delete', '/api/v1/profile/sessions/1'),
-        ('post', '/api/v1/profile/reset_access_token'),
-        ('get', '/api/v1/profile/mfa'),
-        ('post', '/api/v1/profile/mfa'),
-        ('get', '/api/v1/profile/audit_events'),
-        ('get', TOKENS),
-        ('post', TOKENS),
-        ('delete', f'{TOKENS}/1'),
-        ('get', f'/api/v1/accounts/{account}/audit_events'),
-        ('get', f'/api/v1/accounts/{account}/access_tokens'),
-        ('delete', f'/api/v1/accounts/{account}/access_tokens/1'),
-        ('delete', f'/api/v1/accounts/{account}/agents/{admin.id}/sessions'),
-        ('delete', '/auth/sign_out'),
-    ]
+    refused = [*security_routes(account, admin.id), ('delete', '/auth/sign_out')]
     for method, url in refused:
         answer = getattr(testapp, method)(url, headers=token, status=403)
         assert answer.json == NEEDS_SESSION, (method, url)

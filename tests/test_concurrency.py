@@ -8,6 +8,7 @@ import pytest
 from services import passwords
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
+from tests.support.users import insert_personal_tokens
 from tests.support.users import PASSWORD
 
 
@@ -231,12 +232,7 @@ def test_a_token_revoked_while_in_use_stops_at_the_revocation(service, make_user
 
 def test_parallel_creations_keep_to_fifty_live_tokens(service, make_user, conn):
     user = make_user()
-    conn.execute(
-        'INSERT INTO personal_access_tokens (user_id, name, token_digest, scopes,'
-        " expires_at) SELECT %s, 'old', sha256(('t' || i || %s)::bytea),"
-        " '{profile:read}', now() + interval '1 day' FROM generate_series(1, 47) i",
-        (user.id, str(user.id)),
-    )
+    insert_personal_tokens(conn, user.id, 47)
     answers = in_parallel(
         8,
         lambda index: http(

@@ -107,20 +107,30 @@ def test_the_audit_log_is_not_for_api_tokens(testapp, admin, route):
     testapp.get(url, headers=admin.headers, status=200)
 
 
-def test_every_security_route_refuses_the_api_token(testapp, admin):
-    api = {'api_access_token': admin.access_token}
-    account = admin.account_id
-    refused = [
+def security_routes(account, user_id):
+    """(method, url) of the routes integration credentials never reach (SPEC 3.4)."""
+    tokens = '/api/v1/profile/access_tokens'
+    return [
         ('get', '/api/v1/profile/sessions'),
         ('delete', '/api/v1/profile/sessions'),
         ('delete', '/api/v1/profile/sessions/1'),
         ('post', '/api/v1/profile/reset_access_token'),
         ('get', '/api/v1/profile/mfa'),
+        ('post', '/api/v1/profile/mfa'),
         ('get', '/api/v1/profile/audit_events'),
+        ('get', tokens),
+        ('post', tokens),
+        ('delete', f'{tokens}/1'),
         ('get', f'/api/v1/accounts/{account}/audit_events'),
-        ('delete', member_sessions(account, admin.id)),
+        ('get', f'/api/v1/accounts/{account}/access_tokens'),
+        ('delete', f'/api/v1/accounts/{account}/access_tokens/1'),
+        ('delete', member_sessions(account, user_id)),
     ]
-    for method, url in refused:
+
+
+def test_every_security_route_refuses_the_api_token(testapp, admin):
+    api = {'api_access_token': admin.access_token}
+    for method, url in security_routes(admin.account_id, admin.id):
         answer = getattr(testapp, method)(url, headers=api, status=403)
         assert answer.json == NEEDS_SESSION, (method, url)
     testapp.get('/api/v1/profile', headers=api, status=200)

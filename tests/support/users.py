@@ -24,3 +24,14 @@ class User:
     def headers(self):
         """The devise_token_auth headers a signed-in client sends."""
         return {'access-token': self.token, 'client': self.client, 'uid': self.email}
+
+
+def insert_personal_tokens(conn, user_id, count):
+    """``count`` live personal access tokens of ``user_id`` (names 'old 1'...), made
+    in the database: for tests that need a user near the cap of 50."""
+    conn.execute(
+        'INSERT INTO personal_access_tokens (user_id, name, token_digest, scopes,'
+        " expires_at) SELECT %s, 'old ' || i, sha256(('t' || i || '-' || %s)::bytea),"
+        " '{profile:read}', now() + interval '1 day' FROM generate_series(1, %s) i",
+        (user_id, str(user_id), count),
+    )
