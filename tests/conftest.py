@@ -34,7 +34,7 @@ from tests.support.users import User
 # scripts/test tests/test_attack_model.py --hypothesis-profile=attack
 hypothesis.settings.register_profile(
     'attack',
-    max_examples=60,  # per capability: 360 in all, about 12 minutes
+    max_examples=60,  # per capability: 360 in all, about 19 minutes
     stateful_step_count=30,
     deadline=None,
     derandomize=True,
