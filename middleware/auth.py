@@ -27,15 +27,16 @@ A member of an account that requires MFA, without MFA, is refused everywhere but
 credential (SPEC 12): the one place that rule lives is RequireAccess below.
 """
 
+import datetime
 import hmac
 import logging
 
-import orjson
-
+import db
 import errors
 from services import audit
 from services import sessions
 import tokens
+import userdoc
 
 log = logging.getLogger('frontdesk')
 LEVELS = (
@@ -65,29 +66,23 @@ class Caller:
         'setup',
     )
 
-    def __init__(self, row, token=None, setup=False):
-        self.id = row['id']
-        self.email = row['email']
-        self.mfa_enabled = row['mfa_enabled']
-        self.enrollment_required = row['enrollment_required']
+    def __init__(self, doc, token=None, session_id=None, doc_text=None, setup=False):
+        self.id = doc['id']
+        self.email = doc['email']
+        self.mfa_enabled = doc.get('mfa_enabled', False)
+        # An account of the user requires MFA and it is off (SPEC 12).
+        self.enrollment_required = doc.get('_mfa_required', False) and not (
+            self.mfa_enabled
+        )
         # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
         # only).
         self.setup = setup
+        self.roles = {entry['id']: entry['role'] for entry in doc.get('accounts', ())}
         # The user JSON when the resource declared it wants it (``caller_document``).
-        self.doc_text = row['doc']
-        if self.doc_text is not None:
-            self.roles = {
-                entry['id']: entry['role']
-                for entry in orjson.loads(self.doc_text)['accounts']
-            }
-        else:
-            self.roles = {
-                int(account_id): role
-                for account_id, role in orjson.loads(row['roles'] or '{}').items()
-            }
+        self.doc_text = doc_text
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
-        self.session_id = row['token_id'] if token is not None else None
+        self.session_id = session_id
 
 
 def _forwarded_header(req, name):
@@ -122,12 +117,15 @@ class TokenAuth:
 
     def __init__(self, pool, queries, config):
         self._pool = pool
-        self._config = config
-        self._by_token_sql = queries['auth.user_for_token']
+        self._avatar_url_prefix = config.avatar_url_prefix
+        self._by_token = db.Lookup(
+            'user_for_token', queries['auth.user_for_token'], config
+        )
         self._by_access_token_sql = queries['auth.user_for_access_token']
         self._touch_sql = queries['auth.touch_token']
+        self._expire_idle_sql = queries['auth.expire_idle']
         self._idle_seconds = config.idle_seconds
-        self._touch_after = sessions.touch_after(config)
+        self._touch_after_seconds = sessions.touch_after(config).total_seconds()
         self._by_setup_token_sql = queries['auth.user_for_setup_token']
 
     def process_resource(self, req, resp, resource, params):
@@ -140,23 +138,19 @@ class TokenAuth:
             req.get_header('client'),
             req.get_header('uid'),
         )
-        api_token = _forwarded_header(req, 'api_access_token')
-        params = {
-            'avatar_url_prefix': self._config.avatar_url_prefix,
-            'with_doc': req.method in getattr(resource, 'caller_document', ()),
-        }
+        with_doc = req.method in getattr(resource, 'caller_document', ())
         if token and client and uid:
-            req.context.caller = self._by_token(
-                token, client, uid, {**params, 'idle_seconds': self._idle_seconds}
-            )
+            req.context.caller = self._session(token, client, uid, with_doc)
         elif (
-            api_token and '\x00' not in api_token
-        ):  # PostgreSQL text holds no NUL: nobody's token
+            api_token := _forwarded_header(req, 'api_access_token')
+        ) and '\x00' not in api_token:  # PostgreSQL text holds no NUL: nobody's token
             with self._pool.connection() as conn:
                 row = conn.execute(
-                    self._by_access_token_sql, {**params, 'access_token': api_token}
+                    self._by_access_token_sql, {'access_token': api_token}
                 ).fetchone()
-            req.context.caller = Caller(row) if row else None
+            req.context.caller = (
+                self._caller(userdoc.parse(row['doc']), row, with_doc) if row else None
+            )
         elif level == 'enrolment' and (
             setup_token := _forwarded_header(req, 'mfa_token')
         ):
@@ -166,36 +160,63 @@ class TokenAuth:
                 ).fetchone()
             req.context.caller = Caller(row, setup=True) if row else None
 
-    def _by_token(self, token, client, uid, params):
+    def _caller(self, doc, row, with_doc):
+        caller = Caller(doc)
+        if with_doc:
+            caller.doc_text = userdoc.render(doc, row['now'], self._avatar_url_prefix)
+        return caller
+
+    def _session(self, token, client, uid, with_doc):
         with self._pool.connection() as conn:
-            row = conn.execute(
-                self._by_token_sql, {**params, 'digest': tokens.digest(token)}
-            ).fetchone()
+            row = self._by_token.fetchone(conn, tokens.digest(token))
             if row is None:
                 return None
+            token_id, stored_client, expires_at, idle_for, used, now, doc_text = row
+            doc = userdoc.parse(doc_text)
             # The digest found the row; client and uid must match too, compared in
             # constant time so a response's timing tells nothing about either.
             client_ok = hmac.compare_digest(
-                row['client'].encode(), client.encode('utf-8', 'surrogatepass')
+                stored_client, client.encode('utf-8', 'surrogatepass')
             )
             uid_ok = hmac.compare_digest(
-                row['email'].encode(),
+                doc['email'].encode(),
                 uid.strip().lower().encode('utf-8', 'surrogatepass'),
             )
             if not (client_ok and uid_ok):
                 return None
-            refresh = row['now'] - row['last_used_at'] > self._touch_after
-            if refresh or not row['used']:
+            token_id, idle_for = int(token_id), float(idle_for)
+            if idle_for >= self._idle_seconds:
                 conn.execute(
-                    self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh}
+                    self._expire_idle_sql,
+                    {'token_id': token_id, 'idle_seconds': self._idle_seconds},
                 )
-        return Caller(row, token=(token, row['client'], row['expires_at']))
+                return None
+            refresh = idle_for > self._touch_after_seconds
+            if refresh or used != b't':
+                conn.execute(
+                    self._touch_sql, {'token_id': token_id, 'refresh': refresh}
+                )
+        caller = Caller(
+            doc,
+            token=(token, stored_client.decode(), _from_epoch(expires_at)),
+            session_id=token_id,
+        )
+        if with_doc:
+            caller.doc_text = userdoc.render(
+                doc, _from_epoch(now), self._avatar_url_prefix
+            )
+        return caller
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')
         if caller is not None and caller.token is not None and resp.status_code < 400:
             token, client, expires_at = caller.token
             tokens.set_headers(resp, token, client, expires_at, caller.email)
+
+
+def _from_epoch(text):
+    """A timestamp the lookup sent as seconds since the epoch (text)."""
+    return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
 
 
 def _refuse_unenrolled(caller, resource):

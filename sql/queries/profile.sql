@@ -61,7 +61,7 @@ UPDATE users u
        updated_at = now()
   FROM (SELECT %(patch)s::jsonb AS p) AS patch
  WHERE u.id = %(user_id)s
-RETURNING user_json(u, %(avatar_url_prefix)s)::text AS doc;
+RETURNING u.doc::text AS doc, now() AS now;
 
 -- name: recent_email_changes
 -- The e-mail changes of the last 24 hours (SPEC 3.3: at most 5), and when the oldest of the
