@@ -34,6 +34,7 @@ ENDPOINTS = [
     ('get_profile', 'GET /api/v1/profile', 0.6),
     ('get_account', 'GET /api/v1/accounts/{id}', 0.6),
     ('cache_keys', 'GET /api/v1/accounts/{id}/cache_keys', 0.6),
+    ('validate_token', 'GET /auth/validate_token', 0.6),
     ('put_profile', 'PUT /api/v1/profile', 0.4),
     ('sign_in', 'POST /auth/sign_in', None),
     ('sign_up', 'POST /api/v1/accounts', None),
@@ -240,6 +241,9 @@ def server(url, args, extra_env=None, name=''):
         **os.environ,
         'DATABASE_URL': url,
         'RATE_LIMITS': 'off',
+        # Every feature on (issue 19): sessions with an idle timeout, MFA possible.
+        'SESSION_IDLE_TIMEOUT_MINUTES': '60',
+        'SECRET_KEY': 'YmVuY2ggc2VjcmV0IGtleSwgMzIgYnl0ZXMgbG9uZyE=',
         'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
         'BIND': f'127.0.0.1:{port}',
         **(extra_env or {}),
@@ -397,6 +401,10 @@ def alternate(srv, args, names, users):
         runs[i]['ratio'] = runs[i]['rps'] / statistics.mean(
             (runs[i - 1]['rps'], runs[i + 1]['rps'])
         )
+        # CPU per request, gunicorn and PostgreSQL, over /healthz's (gunicorn only).
+        runs[i]['cpu_ratio'] = (runs[i]['app_us'] + runs[i]['pg_us']) / statistics.mean(
+            (runs[i - 1]['app_us'], runs[i + 1]['app_us'])
+        )
     return runs
 
 
@@ -412,6 +420,7 @@ def summarise(runs, name):
     }
     if name != 'healthz':
         row['ratio'] = statistics.median(run['ratio'] for run in mine)
+        row['cpu_ratio'] = statistics.median(run['cpu_ratio'] for run in mine)
     row.update(
         n=len(mine),
         non2xx=sum(run['non2xx'] for run in mine),
