@@ -92,6 +92,7 @@ def check_idle_connection(conn):
 # {connection: names of the Lookup statements prepared on it}, for every app in the
 # process (the tests build several on one pool).
 _PREPARED = weakref.WeakKeyDictionary()
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 class Lookup:
@@ -102,9 +103,10 @@ class Lookup:
     conversion, its prepared-statement cache, the row maker), and in a worker, where
     each request finds the CPU caches cold after waiting for PostgreSQL, that was the
     largest part of what GET /api/v1/profile costs beyond /healthz (issue 19,
-    docs/performance.md). Here it is one C call. The statement takes ``$n``
-    parameters, sent binary; its columns come back as text bytes, for the caller to
-    read (``fetchone``). With DB_PREPARED_STATEMENTS=off (a transaction-mode pooler)
+    docs/performance.md), and of a profile update. Here it is one C call. The
+    statement takes ``$n`` parameters: bytes are sent binary, anything else as its
+    text; its columns come back as text bytes, for the caller to read
+    (``fetchone``). With DB_PREPARED_STATEMENTS=off (a transaction-mode pooler)
     nothing is prepared; else it is prepared once per connection, and again if the
     server forgot it.
     """
@@ -117,8 +119,14 @@ class Lookup:
     def fetchone(self, conn, *params):
         """The first row as a list of bytes (None for NULL), or None for no row."""
         pgconn = conn.pgconn
-        formats = [1] * len(params)
-        if not self._prepare:
+        formats = [int(isinstance(param, bytes)) for param in params]
+        params = [
+            param if isinstance(param, bytes) else str(param).encode()
+            for param in params
+        ]
+        if not self._prepare or pgconn.transaction_status != _IDLE:
+            # Inside a transaction block a statement is not prepared: one prepared in a
+            # transaction that then fails is gone with it, unknown to _PREPARED.
             result = _checked(
                 conn, pgconn.exec_params(self._sql, params, None, formats)
             )

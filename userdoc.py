@@ -14,6 +14,11 @@ import orjson
 SEEN_WITHIN = datetime.timedelta(minutes=5)
 
 
+def from_epoch(text):
+    """A time the database sent as seconds since the epoch (db.Lookup's text)."""
+    return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
+
+
 def parse(text):
     """The stored document as a dict (the access rules read roles and flags from it)."""
     return orjson.loads(text)

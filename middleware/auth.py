@@ -27,7 +27,6 @@ A member of an account that requires MFA, without MFA, is refused everywhere but
 credential (SPEC 12): the one place that rule lives is RequireAccess below.
 """
 
-import datetime
 import hmac
 import logging
 
@@ -198,12 +197,12 @@ class TokenAuth:
                 )
         caller = Caller(
             doc,
-            token=(token, stored_client.decode(), _from_epoch(expires_at)),
+            token=(token, stored_client.decode(), userdoc.from_epoch(expires_at)),
             session_id=token_id,
         )
         if with_doc:
             caller.doc_text = userdoc.render(
-                doc, _from_epoch(now), self._avatar_url_prefix
+                doc, userdoc.from_epoch(now), self._avatar_url_prefix
             )
         return caller
 
@@ -212,11 +211,6 @@ class TokenAuth:
         if caller is not None and caller.token is not None and resp.status_code < 400:
             token, client, expires_at = caller.token
             tokens.set_headers(resp, token, client, expires_at, caller.email)
-
-
-def _from_epoch(text):
-    """A timestamp the lookup sent as seconds since the epoch (text)."""
-    return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
 
 
 def _refuse_unenrolled(caller, resource):

@@ -3,8 +3,9 @@ transaction."""
 
 import datetime
 
-from psycopg.types.json import Jsonb
+import orjson
 
+import db
 import errors
 from services import audit
 from services import avatars
@@ -224,10 +225,10 @@ def _mail_email_change(
 
 def _write(conn, queries, config, user_id, patch):
     """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
-    row = conn.execute(
-        queries['profile.update'], {'user_id': user_id, 'patch': Jsonb(patch)}
-    ).fetchone()
-    return userdoc.render_text(row['doc'], row['now'], config.avatar_url_prefix)
+    doc, now = db.Lookup('profile_update', queries['profile.update'], config).fetchone(
+        conn, user_id, orjson.dumps(patch).decode()
+    )
+    return userdoc.render_text(doc, userdoc.from_epoch(now), config.avatar_url_prefix)
 
 
 def remove_avatar(conn, queries, config, user_id):
