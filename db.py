@@ -8,6 +8,7 @@ import logging
 import pathlib
 import re
 import select
+import weakref
 
 import psycopg
 from psycopg.rows import dict_row
@@ -86,6 +87,83 @@ def check_idle_connection(conn):
         # Closed here: the pool keeps a failed-check connection that still looks open.
         conn.close()
         raise psycopg.OperationalError('connection was closed by the server')
+
+
+# {connection: names of the Lookup statements prepared on it}, for every app in the
+# process (the tests build several on one pool).
+_PREPARED = weakref.WeakKeyDictionary()
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+
+class Lookup:
+    """One statement on the hottest path, sent through libpq (``psycopg.pq``) directly.
+
+    NOTE: a departure from house style (``conn.execute``), for the token lookup alone:
+    psycopg's execute runs some hundreds of lines of Python per call (query
+    conversion, its prepared-statement cache, the row maker), and in a worker, where
+    each request finds the CPU caches cold after waiting for PostgreSQL, that was the
+    largest part of what GET /api/v1/profile costs beyond /healthz (issue 19,
+    docs/performance.md), and of a profile update. Here it is one C call. The
+    statement takes ``$n`` parameters: bytes are sent binary, anything else as its
+    text; its columns come back as text bytes, for the caller to read
+    (``fetchone``). With DB_PREPARED_STATEMENTS=off (a transaction-mode pooler)
+    nothing is prepared; else it is prepared once per connection, and again if the
+    server forgot it.
+    """
+
+    def __init__(self, name, sql, config):
+        self._name = f'frontdesk_{name}'.encode()
+        self._sql = sql.encode()
+        self._prepare = config.prepared_statements
+
+    def fetchone(self, conn, *params):
+        """The first row as a list of bytes (None for NULL), or None for no row."""
+        pgconn = conn.pgconn
+        formats = [int(isinstance(param, bytes)) for param in params]
+        params = [
+            param if isinstance(param, bytes) else str(param).encode()
+            for param in params
+        ]
+        if not self._prepare or pgconn.transaction_status != _IDLE:
+            # Inside a transaction block a statement is not prepared: one prepared in a
+            # transaction that then fails is gone with it, unknown to _PREPARED.
+            result = _checked(
+                conn, pgconn.exec_params(self._sql, params, None, formats)
+            )
+        else:
+            prepared = _PREPARED.setdefault(conn, set())
+            if self._name not in prepared:
+                _checked(conn, pgconn.prepare(self._name, self._sql))
+                prepared.add(self._name)
+            try:
+                result = _checked(
+                    conn, pgconn.exec_prepared(self._name, params, formats)
+                )
+            except psycopg.errors.InvalidSqlStatementName:
+                # The session was reset under us (DISCARD ALL): prepare it again.
+                _checked(conn, pgconn.prepare(self._name, self._sql))
+                result = _checked(
+                    conn, pgconn.exec_prepared(self._name, params, formats)
+                )
+        if not result.ntuples:
+            return None
+        return [result.get_value(0, column) for column in range(result.nfields)]
+
+
+def _checked(conn, result):
+    """``result``, or the exception psycopg's own execute would raise for it."""
+    if result.status in (
+        psycopg.pq.ExecStatus.TUPLES_OK,
+        psycopg.pq.ExecStatus.COMMAND_OK,
+    ):
+        return result
+    if conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
+        # Lost mid-statement (a restart, or a pooler whose server went away): the
+        # 503 of an unreachable database, and the pool drops the connection.
+        raise psycopg.OperationalError(
+            f'the connection is lost: {result.error_message.decode(errors="replace")}'
+        )
+    raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
 def load_queries(directory=QUERIES_DIR):

@@ -26,6 +26,7 @@ import schema_dump
 from services import mfa
 from services import outbox
 from services import passwords
+from services import profiles
 from services import users
 from validators import load_validators
 
@@ -112,10 +113,7 @@ def cmd_create_user(config, args):
                 )
             except psycopg.errors.ForeignKeyViolation:
                 sys.exit(f'create-user: no account with id {args.account_id}')
-        doc = conn.execute(
-            queries['users.document'],
-            {'user_id': user_id, 'avatar_url_prefix': config.avatar_url_prefix},
-        ).fetchone()['doc']
+        doc = profiles.document(conn, queries, config, user_id)
     sys.stdout.write(
         orjson.dumps(orjson.loads(doc), option=orjson.OPT_INDENT_2).decode() + '\n'
     )

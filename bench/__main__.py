@@ -17,6 +17,7 @@ import time
 import bcrypt
 
 from bench.avatars import run_avatars
+from bench.budget import run_budget
 from bench.common import ENDPOINTS
 from bench.common import LABELS
 from bench.common import PASSWORD
@@ -63,6 +64,11 @@ def main():
         '--all', action='store_true', help='endpoints, then --scale, then --leak'
     )
     parser.add_argument(
+        '--budget',
+        action='store_true',
+        help='the hot endpoints against bench/budget.json; exit 1 above it',
+    )
+    parser.add_argument(
         '--pgbouncer',
         action='store_true',
         help=(
@@ -87,7 +93,7 @@ def main():
     parser.add_argument(
         '--rounds',
         type=int,
-        default=1,
+        default=None,
         help='repeat the alternating sequence; medians are shown',
     )
     parser.add_argument('-c', '--connections', type=int, default=16)
@@ -123,6 +129,8 @@ def main():
     args = parser.parse_args()
     if args.only and not set(args.only.split(',')) <= set(LABELS) - {'healthz'}:
         parser.error(f'--only takes {",".join(name for name, _, _ in ENDPOINTS)}')
+    if args.rounds is None:
+        args.rounds = 3 if args.budget else 1
     if args.large_users <= args.users:
         parser.error('--large-users must be more than --users')
 
@@ -139,9 +147,15 @@ def main():
         PASSWORD.encode(), bcrypt.gensalt(args.bcrypt_rounds)
     ).decode()
     lines = []
+    within_budget = True
+    if args.budget:
+        budget_lines, within_budget = run_budget(args, password_hash)
+        lines += budget_lines + ['']
     if args.avatars:
         lines += run_avatars(args, password_hash) + ['']
-    if args.all or not (args.scale or args.leak or args.avatars or args.pgbouncer):
+    if args.all or not (
+        args.scale or args.leak or args.avatars or args.pgbouncer or args.budget
+    ):
         lines += run_endpoints(args, password_hash) + ['']
     if args.all or args.scale:
         lines += run_scale(args, password_hash) + ['']
@@ -154,6 +168,8 @@ def main():
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(f'written to {args.output} ({time.monotonic() - started:.0f} s)')
+    if not within_budget:
+        sys.exit('bench: above bench/budget.json (the table above)')
 
 
 if __name__ == '__main__':

@@ -56,6 +56,9 @@ local build = {
   cache_keys = function(i)
     return wrk.format("GET", "/api/v1/accounts/" .. i .. "/cache_keys", signed_in(i))
   end,
+  validate_token = function(i)
+    return wrk.format("GET", "/auth/validate_token", signed_in(i))
+  end,
   sign_in = function(i)
     return wrk.format("POST", "/auth/sign_in", {["Content-Type"] = "application/json"},
                       '{"email":"user' .. i .. '@bench.test","password":"' .. password .. '"}')

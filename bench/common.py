@@ -36,6 +36,7 @@ ENDPOINTS = [
     ('pat_profile', 'GET /api/v1/profile (personal access token)', 0.6),
     ('get_account', 'GET /api/v1/accounts/{id}', 0.6),
     ('cache_keys', 'GET /api/v1/accounts/{id}/cache_keys', 0.6),
+    ('validate_token', 'GET /auth/validate_token', 0.6),
     ('put_profile', 'PUT /api/v1/profile', 0.4),
     ('sign_in', 'POST /auth/sign_in', None),
     ('sign_up', 'POST /api/v1/accounts', None),
@@ -270,6 +271,9 @@ def server(url, args, extra_env=None, name=''):
         **os.environ,
         'DATABASE_URL': url,
         'RATE_LIMITS': 'off',
+        # Every feature on (issue 19): sessions with an idle timeout, MFA possible.
+        'SESSION_IDLE_TIMEOUT_MINUTES': '60',
+        'SECRET_KEY': 'YmVuY2ggc2VjcmV0IGtleSwgMzIgYnl0ZXMgbG9uZyE=',
         'BCRYPT_ROUNDS': str(args.bcrypt_rounds),
         'BIND': f'127.0.0.1:{port}',
         **(extra_env or {}),
@@ -428,7 +432,26 @@ def alternate(srv, args, names, users):
         runs[i]['ratio'] = runs[i]['rps'] / statistics.mean(
             (runs[i - 1]['rps'], runs[i + 1]['rps'])
         )
+        # CPU per request, gunicorn and PostgreSQL, over /healthz's (gunicorn only).
+        runs[i]['cpu_ratio'] = (runs[i]['app_us'] + runs[i]['pg_us']) / statistics.mean(
+            (runs[i - 1]['app_us'], runs[i + 1]['app_us'])
+        )
     return runs
+
+
+def pat_cpu_line(session, personal):
+    """SPEC 17: CPU per request (gunicorn + PostgreSQL) of GET profile with a personal
+    access token against the same with the token headers."""
+    session_us = session['app_us'] + session['pg_us']
+    personal_us = personal['app_us'] + personal['pg_us']
+    extra = personal_us / session_us - 1
+    return (
+        f'- Personal access token vs token headers, GET profile: {personal_us:.0f} vs '
+        f'{session_us:.0f} us CPU per request (app {personal["app_us"]:.0f} vs '
+        f'{session["app_us"]:.0f}, PostgreSQL {personal["pg_us"]:.0f} vs '
+        f'{session["pg_us"]:.0f}): {extra:+.1%}; target ≤ +{PAT_CPU_LIMIT:.0%}: '
+        f'{verdict(extra <= PAT_CPU_LIMIT)}'
+    )
 
 
 def summarise(runs, name):
@@ -443,6 +466,7 @@ def summarise(runs, name):
     }
     if name != 'healthz':
         row['ratio'] = statistics.median(run['ratio'] for run in mine)
+        row['cpu_ratio'] = statistics.median(run['cpu_ratio'] for run in mine)
     row.update(
         n=len(mine),
         non2xx=sum(run['non2xx'] for run in mine),

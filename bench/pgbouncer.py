@@ -9,11 +9,11 @@ import secrets
 import statistics
 import subprocess
 import time
+import types
 
 import psycopg
 
 from bench.common import ADMIN_URL
-from bench.common import AVATAR_URL_PREFIX
 from bench.common import database
 from bench.common import errors_cell
 from bench.common import free_port
@@ -120,28 +120,30 @@ def wrk_instances(servers, args, endpoint, users, duration, bouncer):
 
 
 def round_trips(routes, users, iterations=2000, repeats=5):
-    """GET profile's one statement (auth.user_for_token with the user JSON) from one
-    process, no HTTP: client CPU and wall µs per statement on each route, best of
-    ``repeats`` x ``iterations``: what one round trip costs, with the least noise."""
+    """GET profile's one statement (auth.user_for_token, through db.Lookup as the app
+    sends it) from one process, no HTTP: client CPU and wall µs per statement on each
+    route, best of ``repeats`` x ``iterations``: what one round trip costs, with the
+    least noise."""
     queries = db.load_queries()
     results = {}
     for route, (url, options) in routes.items():
         best_cpu = best_wall = float('inf')
+        lookup = db.Lookup(
+            'user_for_token',
+            queries['auth.user_for_token'],
+            types.SimpleNamespace(prepared_statements=not options),
+        )
         with psycopg.connect(url, autocommit=True, **options) as conn:
             for _ in range(repeats):
-                params = [
-                    {
-                        'digest': hashlib.sha256(
-                            f'bench-token-{secrets.randbelow(users) + 1}'.encode()
-                        ).digest(),
-                        'avatar_url_prefix': AVATAR_URL_PREFIX,
-                        'with_doc': True,
-                    }
+                digests = [
+                    hashlib.sha256(
+                        f'bench-token-{secrets.randbelow(users) + 1}'.encode()
+                    ).digest()
                     for _ in range(iterations)
                 ]
                 cpu, wall = time.process_time(), time.perf_counter()
-                for param in params:
-                    conn.execute(queries['auth.user_for_token'], param).fetchone()
+                for digest in digests:
+                    lookup.fetchone(conn, digest)
                 best_cpu = min(best_cpu, (time.process_time() - cpu) / iterations * 1e6)
                 best_wall = min(
                     best_wall, (time.perf_counter() - wall) / iterations * 1e6

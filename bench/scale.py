@@ -7,7 +7,6 @@ import secrets
 import psycopg
 
 from bench.common import alternate
-from bench.common import AVATAR_URL_PREFIX
 from bench.common import database
 from bench.common import errors_cell
 from bench.common import header
@@ -84,30 +83,28 @@ def run_scale(args, password_hash):
 
 
 def explain_hot_queries(url, users):
-    """EXPLAIN (ANALYZE, BUFFERS) of the auth lookup and of user_json(), plus the
-    plans of the statements inside user_json() (plpgsql), which EXPLAIN does not
-    show: auto_explain with log_nested_statements sends those to this session as LOG
-    messages. Each query runs once first, so the plans are those of a warm session,
+    """EXPLAIN (ANALYZE, BUFFERS) of the auth lookup (the whole read: the user
+    document is stored, migration 0014), plus the plans of the statements inside
+    membership_doc() (plpgsql, run when a membership or account changes), which EXPLAIN
+    does not show: auto_explain with log_nested_statements sends those to this session
+    as LOG messages. Each query runs first, so the plans are those of a warm session,
     as in a worker."""
     queries = db.load_queries()
     i = secrets.randbelow(users) + 1
-    auth = {
-        'digest': hashlib.sha256(f'bench-token-{i}'.encode()).digest(),
-        'avatar_url_prefix': AVATAR_URL_PREFIX,
-        'with_doc': True,
-    }
+    digest = hashlib.sha256(f'bench-token-{i}'.encode()).digest()
     texts = []
     with psycopg.connect(url, autocommit=True) as conn:
         for sql, params, title in (
             (
-                queries['auth.user_for_token'],
-                auth,
+                # db.Lookup's $1, as psycopg's placeholder
+                queries['auth.user_for_token'].replace('= $1', '= %s'),
+                (digest,),
                 f'auth.user_for_token, token of user {i}',
             ),
             (
-                'SELECT user_json(%(id)s, %(prefix)s)',
-                {'id': i, 'prefix': AVATAR_URL_PREFIX},
-                f'SELECT user_json({i}, ...)',
+                'SELECT membership_doc(%s)',
+                (i,),
+                f'SELECT membership_doc({i}) (writes only)',
             ),
         ):
             for _ in range(
@@ -127,12 +124,12 @@ def explain_hot_queries(url, users):
             'SET client_min_messages = log',
         ):
             conn.execute(setting)
-        conn.execute('SELECT user_json(%s, %s)', (i, AVATAR_URL_PREFIX)).fetchone()
+        conn.execute('SELECT membership_doc(%s)', (i,)).fetchone()
         conn.execute('SET client_min_messages = notice')
     for text in logged[:-1]:  # the last one is the top-level SELECT, shown above
         # Without its query text: the statement is the function's body.
         text = re.sub(r'Query Text: (?:.*\n)*?(?=\S+  \(cost)', '', text)
-        texts.append(f'-- inside user_json({i}, ...), from auto_explain:\n{text}')
+        texts.append(f'-- inside membership_doc({i}), from auto_explain:\n{text}')
     for text in texts:
         print(text, '\n', flush=True)
     return texts

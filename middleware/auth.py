@@ -41,13 +41,16 @@ credential (SPEC 12): the one place that rule lives is RequireAccess below.
 
 import hmac
 import logging
+import re
 
 import orjson
 
+import db
 import errors
 from services import audit
 from services import sessions
 import tokens
+import userdoc
 
 log = logging.getLogger('frontdesk')
 LEVELS = (
@@ -66,8 +69,11 @@ SCOPES = ('profile:read', 'profile:write', 'account:read', 'account:write')
 IMPLIED = {'profile:write': 'profile:read', 'account:write': 'account:read'}
 # The levels a scope may be declared for: the others are for a signed-in session only.
 SCOPED_LEVELS = ('optional', 'user', 'member', 'administrator')
-# What an answer to a personal access token never carries (SPEC 17).
+# What an answer to a personal access token never carries (SPEC 17), and how a JSON
+# body that carries one looks (a string value; PostgreSQL writes ' : ' between key and
+# value, orjson ':').
 CREDENTIAL_FIELDS = ('access_token', 'pubsub_token')
+_CARRIES_CREDENTIAL = re.compile(rb'"(?:access_token|pubsub_token)"\s*:\s*"')
 
 
 class Caller:
@@ -89,42 +95,48 @@ class Caller:
         'legacy_refused',
     )
 
-    def __init__(self, row, token=None, setup=False):
-        self.id = row['id']
-        self.email = row['email']
-        self.mfa_enabled = row['mfa_enabled']
-        self.enrollment_required = row['enrollment_required']
+    def __init__(
+        self,
+        doc,
+        token=None,
+        session_id=None,
+        doc_text=None,
+        setup=False,
+        personal_token=None,
+        legacy=False,
+    ):
+        self.id = doc['id']
+        self.email = doc['email']
+        self.mfa_enabled = doc.get('mfa_enabled', False)
+        # An account of the user requires MFA and it is off (SPEC 12).
+        self.enrollment_required = doc.get('_mfa_required', False) and not (
+            self.mfa_enabled
+        )
         # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
         # only).
         self.setup = setup
+        self.roles = {entry['id']: entry['role'] for entry in doc.get('accounts', ())}
         # The user JSON when the resource declared it wants it (``caller_document``).
-        self.doc_text = row['doc']
-        if self.doc_text is not None:
-            self.roles = {
-                entry['id']: entry['role']
-                for entry in orjson.loads(self.doc_text)['accounts']
-            }
-        else:
-            self.roles = {
-                int(account_id): role
-                for account_id, role in orjson.loads(row['roles'] or '{}').items()
-            }
+        self.doc_text = doc_text
         # (raw token, client, expires_at) when authenticated with the token headers.
         self.token = token
-        self.session_id = row['token_id'] if token is not None else None
-        # A personal access token: its id, its scopes (write ones with the read ones
-        # they include) and the accounts it is limited to (None: every account).
-        self.personal_token_id = row.get('personal_token_id')
-        self.scopes = self.token_accounts = None
-        if self.personal_token_id is not None:
-            granted = row['scopes']
+        self.session_id = session_id
+        # A personal access token, (id, scopes, account_ids): its scopes (write ones
+        # with the read ones they include) and the accounts it is limited to (None:
+        # every account of the user). The roles above are the user's, from the same
+        # stored document a session reads.
+        self.personal_token_id = self.scopes = self.token_accounts = None
+        if personal_token is not None:
+            self.personal_token_id, granted, account_ids = personal_token
             self.scopes = frozenset(granted).union(
                 IMPLIED[scope] for scope in granted if scope in IMPLIED
             )
-            if row['account_ids'] is not None:
-                self.token_accounts = frozenset(row['account_ids'])
-        # The profile's access_token: the accounts that no longer accept it.
-        self.legacy_refused = frozenset(row.get('legacy_refused') or ())
+            if account_ids is not None:
+                self.token_accounts = frozenset(account_ids)
+        # The profile's access_token (``legacy``): the accounts that no longer take it.
+        self.legacy_refused = frozenset(
+            doc.get('_legacy_refused') or () if legacy else ()
+        )
 
 
 def _forwarded_header(req, name):
@@ -159,20 +171,16 @@ def scope_for(resource, method):
 
 
 def _withhold_credentials(node):
-    """Blank CREDENTIAL_FIELDS wherever they are in a JSON document; True if any was
-    there."""
-    found = False
+    """Blank CREDENTIAL_FIELDS wherever they are in a JSON document."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key in CREDENTIAL_FIELDS and value is not None:
+            if key in CREDENTIAL_FIELDS:
                 node[key] = None
-                found = True
             elif isinstance(value, (dict, list)):
-                found = _withhold_credentials(value) or found
+                _withhold_credentials(value)
     elif isinstance(node, list):
         for value in node:
-            found = _withhold_credentials(value) or found
-    return found
+            _withhold_credentials(value)
 
 
 class TokenAuth:
@@ -192,12 +200,17 @@ class TokenAuth:
 
     def __init__(self, pool, queries, config):
         self._pool = pool
-        self._config = config
-        self._by_token_sql = queries['auth.user_for_token']
-        self._by_access_token_sql = queries['auth.user_for_access_token']
+        self._avatar_url_prefix = config.avatar_url_prefix
+        self._by_token = db.Lookup(
+            'user_for_token', queries['auth.user_for_token'], config
+        )
+        self._by_access_token = db.Lookup(
+            'user_for_access_token', queries['auth.user_for_access_token'], config
+        )
         self._touch_sql = queries['auth.touch_token']
+        self._expire_idle_sql = queries['auth.expire_idle']
         self._idle_seconds = config.idle_seconds
-        self._touch_after = sessions.touch_after(config)
+        self._touch_after_seconds = sessions.touch_after(config).total_seconds()
         self._by_setup_token_sql = queries['auth.user_for_setup_token']
 
     def process_resource(self, req, resp, resource, params):
@@ -210,21 +223,16 @@ class TokenAuth:
             req.get_header('client'),
             req.get_header('uid'),
         )
+        with_doc = req.method in getattr(resource, 'caller_document', ())
         bearer = _bearer(req)
         api_token = (
             bearer if bearer is not None else _forwarded_header(req, 'api_access_token')
         )
-        params = {
-            'avatar_url_prefix': self._config.avatar_url_prefix,
-            'with_doc': req.method in getattr(resource, 'caller_document', ()),
-        }
         if token and client and uid:
-            req.context.caller = self._by_token(
-                token, client, uid, {**params, 'idle_seconds': self._idle_seconds}
-            )
+            req.context.caller = self._session(token, client, uid, with_doc)
         elif api_token:
-            req.context.caller = self._by_access_token(
-                api_token, bearer is not None, req.context.client_ip, params
+            req.context.caller = self._integration(
+                api_token, bearer is not None, req.context.client_ip, with_doc
             )
         elif level == 'enrolment' and (
             setup_token := _forwarded_header(req, 'mfa_token')
@@ -235,8 +243,8 @@ class TokenAuth:
                 ).fetchone()
             req.context.caller = Caller(row, setup=True) if row else None
 
-    def _by_access_token(self, credential, bearer, client_ip, params):
-        """The profile's access_token, or a personal access token (one look-up)."""
+    def _integration(self, credential, bearer, client_ip, with_doc):
+        """The profile's access_token, or a personal access token: one look-up."""
         personal = credential.startswith(tokens.PERSONAL_PREFIX)
         if personal and not tokens.is_personal_token(credential):
             return None  # a typo or a forgery: no database look-up
@@ -244,43 +252,76 @@ class TokenAuth:
         if not personal and (bearer or '\x00' in credential):
             return None
         with self._pool.connection() as conn:
-            row = conn.execute(
-                self._by_access_token_sql,
-                {
-                    **params,
-                    'access_token': None if personal else credential,
-                    'digest': tokens.digest(credential) if personal else None,
-                    'ip_address': client_ip[: audit.IP_ADDRESS_LIMIT]
-                    if client_ip
-                    else None,
-                },
-            ).fetchone()
-        return Caller(row) if row else None
+            # The credential that was not sent is empty, which matches nothing.
+            row = self._by_access_token.fetchone(
+                conn,
+                '' if personal else credential,
+                tokens.digest(credential) if personal else b'',
+                (client_ip or '')[: audit.IP_ADDRESS_LIMIT],
+            )
+        if row is None:
+            return None
+        token_id, scopes, account_ids, now, doc_text = row
+        doc = userdoc.parse(doc_text)
+        if token_id is None:
+            caller = Caller(doc, legacy=True)
+        else:
+            caller = Caller(
+                doc,
+                personal_token=(
+                    int(token_id),
+                    orjson.loads(scopes),
+                    orjson.loads(account_ids) if account_ids is not None else None,
+                ),
+            )
+            # Blanked before it is rendered; process_response would find it anyway.
+            doc['access_token'] = doc['pubsub_token'] = None
+        if with_doc:
+            caller.doc_text = userdoc.render(
+                doc, userdoc.from_epoch(now), self._avatar_url_prefix
+            )
+        return caller
 
-    def _by_token(self, token, client, uid, params):
+    def _session(self, token, client, uid, with_doc):
         with self._pool.connection() as conn:
-            row = conn.execute(
-                self._by_token_sql, {**params, 'digest': tokens.digest(token)}
-            ).fetchone()
+            row = self._by_token.fetchone(conn, tokens.digest(token))
             if row is None:
                 return None
+            token_id, stored_client, expires_at, idle_for, used, now, doc_text = row
+            doc = userdoc.parse(doc_text)
             # The digest found the row; client and uid must match too, compared in
             # constant time so a response's timing tells nothing about either.
             client_ok = hmac.compare_digest(
-                row['client'].encode(), client.encode('utf-8', 'surrogatepass')
+                stored_client, client.encode('utf-8', 'surrogatepass')
             )
             uid_ok = hmac.compare_digest(
-                row['email'].encode(),
+                doc['email'].encode(),
                 uid.strip().lower().encode('utf-8', 'surrogatepass'),
             )
             if not (client_ok and uid_ok):
                 return None
-            refresh = row['now'] - row['last_used_at'] > self._touch_after
-            if refresh or not row['used']:
+            token_id, idle_for = int(token_id), float(idle_for)
+            if idle_for >= self._idle_seconds:
                 conn.execute(
-                    self._touch_sql, {'token_id': row['token_id'], 'refresh': refresh}
+                    self._expire_idle_sql,
+                    {'token_id': token_id, 'idle_seconds': self._idle_seconds},
                 )
-        return Caller(row, token=(token, row['client'], row['expires_at']))
+                return None
+            refresh = idle_for > self._touch_after_seconds
+            if refresh or used != b't':
+                conn.execute(
+                    self._touch_sql, {'token_id': token_id, 'refresh': refresh}
+                )
+        caller = Caller(
+            doc,
+            token=(token, stored_client.decode(), userdoc.from_epoch(expires_at)),
+            session_id=token_id,
+        )
+        if with_doc:
+            caller.doc_text = userdoc.render(
+                doc, userdoc.from_epoch(now), self._avatar_url_prefix
+            )
+        return caller
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')
@@ -291,10 +332,10 @@ class TokenAuth:
             tokens.set_headers(resp, token, client, expires_at, caller.email)
         if caller.scopes is not None:
             # A read-only token must not read the full-power one (SPEC 17).
-            if resp.data and (resp.content_type or '').startswith('application/json'):
+            if resp.data and _CARRIES_CREDENTIAL.search(resp.data):
                 doc = orjson.loads(resp.data)
-                if _withhold_credentials(doc):
-                    resp.data = orjson.dumps(doc)
+                _withhold_credentials(doc)
+                resp.data = orjson.dumps(doc)
             elif resp.media is not None:
                 _withhold_credentials(resp.media)
 

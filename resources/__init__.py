@@ -2,6 +2,7 @@
 
 import falcon
 
+from services import profiles
 import tokens
 
 JSON = 'application/json; charset=utf-8'
@@ -24,13 +25,7 @@ def send_json_text(resp, text, key=None):
 
 def send_signed_in(resp, conn, queries, config, user_id, session, uid):
     """200 ``{"data": <user>}`` with the five headers of the token just issued."""
-    doc = conn.execute(
-        queries['users.document'],
-        {
-            'user_id': user_id,
-            'avatar_url_prefix': config.avatar_url_prefix,
-        },
-    ).fetchone()['doc']
+    doc = profiles.document(conn, queries, config, user_id)
     token, client, expires_at = session
     tokens.set_headers(resp, token, client, expires_at, uid)
     send_json_text(resp, doc, key='data')

@@ -8,6 +8,7 @@ from services import addresses
 from services import audit
 from services import captcha
 from services import passwords
+from services import profiles
 from services import users
 import tokens
 
@@ -93,7 +94,7 @@ class AccountCollection:
                     encrypted_password=hashed,
                     facts=req.context.facts,
                 )
-                user_doc = self._user_document(conn, user_id)
+                user_doc = profiles.document(conn, self._queries, self._config, user_id)
         except users.EmailTaken:
             raise errors.Forbidden(
                 f'You have already signed up for an account with {email}'
@@ -117,17 +118,8 @@ class AccountCollection:
                     locale=doc.get('locale') or 'en',
                     stamp_active=True,
                 )
-            user_doc = self._user_document(conn, caller.id)
+            user_doc = profiles.document(conn, self._queries, self._config, caller.id)
         send_json_text(resp, user_doc, key='data')
-
-    def _user_document(self, conn, user_id):
-        return conn.execute(
-            self._queries['users.document'],
-            {
-                'user_id': user_id,
-                'avatar_url_prefix': self._config.avatar_url_prefix,
-            },
-        ).fetchone()['doc']
 
 
 class AccountItem:

@@ -3,8 +3,9 @@ transaction."""
 
 import datetime
 
-from psycopg.types.json import Jsonb
+import orjson
 
+import db
 import errors
 from services import audit
 from services import avatars
@@ -13,6 +14,7 @@ from services import mail
 from services import passwords
 from services import security_mail
 from services import sessions
+import userdoc
 
 # What profile.update may write; any other key inside ``profile`` is never applied.
 PLAIN_FIELDS = (
@@ -223,14 +225,10 @@ def _mail_email_change(
 
 def _write(conn, queries, config, user_id, patch):
     """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
-    return conn.execute(
-        queries['profile.update'],
-        {
-            'user_id': user_id,
-            'patch': Jsonb(patch),
-            'avatar_url_prefix': config.avatar_url_prefix,
-        },
-    ).fetchone()['doc']
+    doc, now = db.Lookup('profile_update', queries['profile.update'], config).fetchone(
+        conn, user_id, orjson.dumps(patch).decode()
+    )
+    return userdoc.render_text(doc, userdoc.from_epoch(now), config.avatar_url_prefix)
 
 
 def remove_avatar(conn, queries, config, user_id):
@@ -245,13 +243,9 @@ def remove_avatar(conn, queries, config, user_id):
 
 
 def document(conn, queries, config, user_id):
-    return conn.execute(
-        queries['users.document'],
-        {
-            'user_id': user_id,
-            'avatar_url_prefix': config.avatar_url_prefix,
-        },
-    ).fetchone()['doc']
+    """The user JSON of ``user_id`` (userdoc.py finishes the stored document)."""
+    row = conn.execute(queries['users.document'], {'user_id': user_id}).fetchone()
+    return userdoc.render_text(row['doc'], row['now'], config.avatar_url_prefix)
 
 
 def _profile(validator, doc, upload):

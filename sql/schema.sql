@@ -57,6 +57,33 @@ CREATE FUNCTION public.account_json(a public.accounts) RETURNS json
         'restrict_legacy_access_token', a.restrict_legacy_access_token)
 $$;
 
+CREATE FUNCTION public.account_users_refresh_doc() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM 1 FROM accounts WHERE id = NEW.account_id FOR SHARE;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        UPDATE users SET doc = NULL WHERE id = OLD.user_id;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND (TG_OP = 'INSERT' OR NEW.user_id <> OLD.user_id) THEN
+        UPDATE users SET doc = NULL WHERE id = NEW.user_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION public.accounts_refresh_docs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE users SET doc = NULL
+     WHERE id IN (SELECT user_id FROM account_users WHERE account_id = NEW.id);
+    RETURN NULL;
+END
+$$;
+
 CREATE TABLE public.audit_events (
     id bigint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -105,6 +132,47 @@ CREATE FUNCTION public.iso8601(ts timestamp with time zone) RETURNS text
     SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
 
+CREATE FUNCTION public.membership_doc(p_user_id bigint) RETURNS json
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RETURN (
+        WITH memberships AS (
+            SELECT au.account_id, au.role, au.availability, au.auto_offline, au.active_at,
+                   a.name, a.status, a.locale, a.enforce_mfa, a.restrict_legacy_access_token
+              FROM account_users au
+              JOIN accounts a ON a.id = au.account_id
+             WHERE au.user_id = p_user_id
+        ), active AS (
+            SELECT m.account_id, m.role
+              FROM memberships m
+             ORDER BY m.active_at DESC NULLS LAST, m.account_id
+             LIMIT 1
+        )
+        SELECT json_build_object(
+            'account_id', (SELECT account_id FROM active),
+            'role', (SELECT role FROM active),
+            'accounts', COALESCE((
+                SELECT json_agg(json_build_object(
+                    'id', m.account_id,
+                    'name', m.name,
+                    'status', m.status,
+                    'locale', m.locale,
+                    'active_at', iso8601(m.active_at),
+                    'role', m.role,
+                    'permissions', json_build_array(m.role),
+                    'availability', m.availability,
+                    'availability_status', NULL,
+                    'auto_offline', m.auto_offline) ORDER BY m.account_id)
+                  FROM memberships m), '[]'::json),
+            '_mfa_required', EXISTS (SELECT 1 FROM memberships m WHERE m.enforce_mfa),
+            '_legacy_refused', COALESCE((
+                SELECT json_agg(m.account_id ORDER BY m.account_id)
+                  FROM memberships m
+                 WHERE m.restrict_legacy_access_token), '[]'::json)));
+END
+$$;
+
 CREATE TABLE public.users (
     id bigint NOT NULL,
     name text NOT NULL,
@@ -124,6 +192,7 @@ CREATE TABLE public.users (
     otp_secret bytea,
     otp_last_step bigint,
     mfa_enabled_at timestamp with time zone,
+    doc json NOT NULL,
     CONSTRAINT users_access_token_check CHECK ((char_length(access_token) >= 32)),
     CONSTRAINT users_avatar_check CHECK ((avatar ~ '^[A-Za-z0-9_-]+\.(jpg|png|gif|webp)$'::text)),
     CONSTRAINT users_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
@@ -179,6 +248,36 @@ CREATE FUNCTION public.personal_access_token_json(p public.personal_access_token
         'created_at', iso8601(p.created_at),
         'last_used_at', iso8601(p.last_used_at),
         'last_used_ip', p.last_used_ip)
+$$;
+
+CREATE FUNCTION public.user_doc(u public.users, m json) RETURNS json
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT json_build_object(
+        'id', u.id,
+        'name', u.name,
+        'display_name', u.display_name,
+        'available_name', COALESCE(NULLIF(u.display_name, ''), u.name),
+        'email', u.email,
+        'unconfirmed_email', u.unconfirmed_email,
+        'uid', u.email,
+        'provider', 'email',
+        'confirmed', u.confirmed_at IS NOT NULL,
+        'access_token', u.access_token,
+        'account_id', m->'account_id',
+        'role', m->'role',
+        'avatar_url', u.avatar,
+        'custom_attributes', u.custom_attributes,
+        'ui_settings', u.ui_settings,
+        'message_signature', u.message_signature,
+        'created_at', iso8601(u.created_at),
+        'type', NULL,
+        'inviter_id', NULL,
+        'pubsub_token', u.pubsub_token,
+        'mfa_enabled', u.mfa_enabled_at IS NOT NULL,
+        'accounts', m->'accounts',
+        '_mfa_required', m->'_mfa_required',
+        '_legacy_refused', m->'_legacy_refused')
 $$;
 
 CREATE FUNCTION public.user_json(p_user_id bigint, p_avatar_url_prefix text) RETURNS json
@@ -244,6 +343,25 @@ BEGIN
                         ELSE 'offline' END,
                     'auto_offline', m.auto_offline) ORDER BY m.account_id)
                   FROM memberships m), '[]'::json)));
+END
+$$;
+
+CREATE FUNCTION public.users_keep_doc() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.doc IS NULL THEN
+        NEW.doc := user_doc(NEW, membership_doc(NEW.id));
+    ELSIF (NEW.name, NEW.display_name, NEW.email, NEW.unconfirmed_email, NEW.confirmed_at,
+           NEW.access_token, NEW.avatar, NEW.custom_attributes, NEW.ui_settings,
+           NEW.message_signature, NEW.created_at, NEW.pubsub_token, NEW.mfa_enabled_at)
+          IS DISTINCT FROM
+          (OLD.name, OLD.display_name, OLD.email, OLD.unconfirmed_email, OLD.confirmed_at,
+           OLD.access_token, OLD.avatar, OLD.custom_attributes, OLD.ui_settings,
+           OLD.message_signature, OLD.created_at, OLD.pubsub_token, OLD.mfa_enabled_at) THEN
+        NEW.doc := user_doc(NEW, OLD.doc);
+    END IF;
+    RETURN NEW;
 END
 $$;
 
@@ -527,6 +645,14 @@ CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (
 CREATE INDEX personal_access_tokens_user_idx ON public.personal_access_tokens USING btree (user_id);
 
 CREATE INDEX rate_limit_counters_expires_at_idx ON public.rate_limit_counters USING btree (expires_at);
+
+CREATE TRIGGER account_users_refresh_doc AFTER INSERT OR DELETE ON public.account_users FOR EACH ROW EXECUTE FUNCTION public.account_users_refresh_doc();
+
+CREATE TRIGGER account_users_refresh_doc_on_change AFTER UPDATE ON public.account_users FOR EACH ROW WHEN (((((((old.user_id IS DISTINCT FROM new.user_id) OR (old.account_id IS DISTINCT FROM new.account_id)) OR (old.role IS DISTINCT FROM new.role)) OR (old.availability IS DISTINCT FROM new.availability)) OR (old.auto_offline IS DISTINCT FROM new.auto_offline)) OR (old.active_at IS DISTINCT FROM new.active_at))) EXECUTE FUNCTION public.account_users_refresh_doc();
+
+CREATE TRIGGER accounts_refresh_docs AFTER UPDATE ON public.accounts FOR EACH ROW WHEN ((((((old.name IS DISTINCT FROM new.name) OR (old.status IS DISTINCT FROM new.status)) OR (old.locale IS DISTINCT FROM new.locale)) OR (old.enforce_mfa IS DISTINCT FROM new.enforce_mfa)) OR (old.restrict_legacy_access_token IS DISTINCT FROM new.restrict_legacy_access_token))) EXECUTE FUNCTION public.accounts_refresh_docs();
+
+CREATE TRIGGER users_keep_doc BEFORE INSERT OR UPDATE ON public.users FOR EACH ROW EXECUTE FUNCTION public.users_keep_doc();
 
 ALTER TABLE ONLY public.account_users
     ADD CONSTRAINT account_users_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id) ON DELETE CASCADE;

@@ -22,7 +22,17 @@ LAYERS = (
     ('middleware and services', ('middleware', 'services')),
     (
         'the base',
-        ('db', 'config', 'errors', 'tokens', 'logs', 'validators', 'bodies', 'forms'),
+        (
+            'db',
+            'config',
+            'errors',
+            'tokens',
+            'logs',
+            'validators',
+            'bodies',
+            'forms',
+            'userdoc',
+        ),
     ),
 )
 RANK = {

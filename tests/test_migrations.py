@@ -37,7 +37,9 @@ PINNED = {
     '0011_revert_link_reservations.sql': 'd76fc0a1d91b542ec013ec1807cc3a411a241f82c989edbc8ed7ab0a13e99c9a',  # noqa: E501
     '0012_session_authenticated_at.sql': 'd419791037d0be7da10f3a3d961cba616c72af1afdb486af7b90a0cac42529d0',  # noqa: E501
     '0013_dashboard_mfa_and_sessions.sql': '4bf4bea450e8ae5bdeef2ccc7bd5c2f6c738a9904af50316b1ae83d073f14531',  # noqa: E501
-    '0014_personal_access_tokens.sql': 'd5452d477701d5474137e2b58220bdebeb7c563d82c2da2e4a64fed51627803a',  # noqa: E501
+    '0014_stored_user_document.sql': '1f723102f4724a63a11b67b542983dd18daeb1fe7c06aabe7a4cfb9a548ded18',  # noqa: E501
+    '0015_profile_writes_keep_the_memberships_part.sql': '5193259e79cd69a2e227d0e0329e00492cb1a6065561ce0140d6948741bced49',  # noqa: E501
+    '0016_personal_access_tokens.sql': '5cdb3a500c65f49bc6009643ccd5b27d39d301117a317cebbcfcebcb906a9110',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'

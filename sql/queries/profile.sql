@@ -59,9 +59,10 @@ UPDATE users u
                           ELSE u.ui_settings END,
        avatar = CASE WHEN p ? 'avatar' THEN p->>'avatar' ELSE u.avatar END,
        updated_at = now()
-  FROM (SELECT %(patch)s::jsonb AS p) AS patch
- WHERE u.id = %(user_id)s
-RETURNING user_json(u, %(avatar_url_prefix)s)::text AS doc;
+  FROM (SELECT $2::jsonb AS p) AS patch
+ WHERE u.id = $1
+-- Run through db.Lookup (services/profiles.py): the time as seconds since the epoch.
+RETURNING u.doc, extract(epoch FROM now());
 
 -- name: recent_email_changes
 -- The e-mail changes of the last 24 hours (SPEC 3.3: at most 5), and when the oldest of the

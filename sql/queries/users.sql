@@ -30,7 +30,8 @@ SELECT id, encrypted_password, mfa_enabled_at IS NOT NULL AS mfa_enabled
    FOR UPDATE;
 
 -- name: document
-SELECT user_json(%(user_id)s, %(avatar_url_prefix)s)::text AS doc;
+-- The stored user document (migration 0014), for userdoc.render.
+SELECT doc::text AS doc, now() AS now FROM users WHERE id = %(user_id)s;
 
 -- name: set_password
 -- Setting a password also confirms the address: only its owner could have got here
