@@ -153,10 +153,13 @@ def _forwarded_header(req, name):
     return req.get_header(name) if req.context.get('from_trusted_proxy') else None
 
 
-def _bearer(req):
-    """The credential of ``Authorization: Bearer <credential>``, or None."""
+def _integration_credential(req):
+    """(credential, whether it came as ``Authorization: Bearer``): Bearer first, else
+    ``api_access_token``; (None, False) when neither is sent."""
     scheme, _, credential = (req.auth or '').partition(' ')
-    return credential.strip() if scheme.lower() == 'bearer' else None
+    if scheme.lower() == 'bearer' and credential.strip():
+        return credential.strip(), True
+    return _forwarded_header(req, 'api_access_token'), False
 
 
 def access_level(resource, method):
@@ -207,6 +210,10 @@ class TokenAuth:
         self._by_access_token = db.Lookup(
             'user_for_access_token', queries['auth.user_for_access_token'], config
         )
+        self._by_personal_token = db.Lookup(
+            'user_for_personal_token', queries['auth.user_for_personal_token'], config
+        )
+        self._touch_personal_sql = queries['auth.touch_personal_token']
         self._touch_sql = queries['auth.touch_token']
         self._expire_idle_sql = queries['auth.expire_idle']
         self._idle_seconds = config.idle_seconds
@@ -224,15 +231,13 @@ class TokenAuth:
             req.get_header('uid'),
         )
         with_doc = req.method in getattr(resource, 'caller_document', ())
-        bearer = _bearer(req)
-        api_token = (
-            bearer if bearer is not None else _forwarded_header(req, 'api_access_token')
-        )
         if token and client and uid:
             req.context.caller = self._session(token, client, uid, with_doc)
-        elif api_token:
+            return
+        credential, bearer = _integration_credential(req)
+        if credential:
             req.context.caller = self._integration(
-                api_token, bearer is not None, req.context.client_ip, with_doc
+                credential, bearer, req.context.client_ip, with_doc
             )
         elif level == 'enrolment' and (
             setup_token := _forwarded_header(req, 'mfa_token')
@@ -245,37 +250,52 @@ class TokenAuth:
 
     def _integration(self, credential, bearer, client_ip, with_doc):
         """The profile's access_token, or a personal access token: one look-up."""
-        personal = credential.startswith(tokens.PERSONAL_PREFIX)
-        if personal and not tokens.is_personal_token(credential):
-            return None  # a typo or a forgery: no database look-up
+        if credential.startswith(tokens.PERSONAL_PREFIX):
+            return self._personal(credential, client_ip, with_doc)
         # Bearer is for personal access tokens only; PostgreSQL text holds no NUL.
-        if not personal and (bearer or '\x00' in credential):
+        if bearer or '\x00' in credential:
             return None
         with self._pool.connection() as conn:
-            # The credential that was not sent is empty, which matches nothing.
-            row = self._by_access_token.fetchone(
-                conn,
-                '' if personal else credential,
-                tokens.digest(credential) if personal else b'',
-                (client_ip or '')[: audit.IP_ADDRESS_LIMIT],
-            )
+            row = self._by_access_token.fetchone(conn, credential)
         if row is None:
             return None
-        token_id, scopes, account_ids, now, doc_text = row
+        now, doc_text = row
         doc = userdoc.parse(doc_text)
-        if token_id is None:
-            caller = Caller(doc, legacy=True)
-        else:
-            caller = Caller(
-                doc,
-                personal_token=(
-                    int(token_id),
-                    orjson.loads(scopes),
-                    orjson.loads(account_ids) if account_ids is not None else None,
-                ),
-            )
-            # Blanked before it is rendered; process_response would find it anyway.
-            doc['access_token'] = doc['pubsub_token'] = None
+        return self._with_doc(Caller(doc, legacy=True), doc, now, with_doc)
+
+    def _personal(self, credential, client_ip, with_doc):
+        if not tokens.is_personal_token(credential):
+            return None  # a typo or a forgery: no database look-up
+        with self._pool.connection() as conn:
+            row = self._by_personal_token.fetchone(conn, tokens.digest(credential))
+            if row is None:
+                return None
+            token_id, scopes, account_ids, stale, now, doc_text = row
+            token_id = int(token_id)
+            if stale == b't':
+                conn.execute(
+                    self._touch_personal_sql,
+                    {
+                        'token_id': token_id,
+                        'ip_address': client_ip[: audit.IP_ADDRESS_LIMIT]
+                        if client_ip
+                        else None,
+                    },
+                )
+        doc = userdoc.parse(doc_text)
+        caller = Caller(
+            doc,
+            personal_token=(
+                token_id,
+                orjson.loads(scopes),
+                orjson.loads(account_ids) if account_ids is not None else None,
+            ),
+        )
+        # Blanked before it is rendered; process_response would find it anyway.
+        doc['access_token'] = doc['pubsub_token'] = None
+        return self._with_doc(caller, doc, now, with_doc)
+
+    def _with_doc(self, caller, doc, now, with_doc):
         if with_doc:
             caller.doc_text = userdoc.render(
                 doc, userdoc.from_epoch(now), self._avatar_url_prefix
@@ -317,11 +337,7 @@ class TokenAuth:
             token=(token, stored_client.decode(), userdoc.from_epoch(expires_at)),
             session_id=token_id,
         )
-        if with_doc:
-            caller.doc_text = userdoc.render(
-                doc, userdoc.from_epoch(now), self._avatar_url_prefix
-            )
-        return caller
+        return self._with_doc(caller, doc, now, with_doc)
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')

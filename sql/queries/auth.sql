@@ -26,33 +26,36 @@ UPDATE user_tokens
    AND last_used_at <= now() - make_interval(secs => %(idle_seconds)s);
 
 -- name: user_for_access_token
--- An integration credential, in one statement: the profile's access_token ($1, by value,
--- users_access_token_key) or a personal access token (SPEC 17: $2, its digest,
--- personal_access_tokens_token_digest_key; live only). The one not sent is empty, which
--- matches nothing. Like user_for_token it returns the user's stored document, which
--- holds the roles (so an account the user no longer belongs to is one the token no
--- longer reaches; the token's scopes and account_ids narrow that, middleware/auth.py),
--- the MFA flags and the accounts that retired the profile's token. A personal token's
--- last use ($3, the client's address) is written at most every 5 minutes, here.
--- Run through db.Lookup: the columns arrive as text (scopes and account_ids as JSON).
-WITH personal AS (
-    SELECT p.id, p.user_id, p.scopes, p.account_ids, p.last_used_at
-      FROM personal_access_tokens p
-     WHERE p.token_digest = $2
-       AND p.expires_at > now()
-), touched AS (
-    UPDATE personal_access_tokens p
-       SET last_used_at = now(), last_used_ip = NULLIF($3::text, '')
-      FROM personal
-     WHERE p.id = personal.id
-       AND (personal.last_used_at IS NULL OR personal.last_used_at <= now() - interval '5 minutes')
-)
-SELECT personal.id, array_to_json(personal.scopes), array_to_json(personal.account_ids),
-       extract(epoch FROM now()), u.doc
+-- The profile's access_token (api_access_token), by value (users_access_token_key): the
+-- user's stored document (migration 0014), as user_for_token returns it; it also carries
+-- the accounts that retired this token (_legacy_refused, SPEC 17).
+-- Run through db.Lookup: the columns arrive as text.
+SELECT extract(epoch FROM now()), u.doc
   FROM users u
-  LEFT JOIN personal ON personal.user_id = u.id
- WHERE u.id = COALESCE((SELECT user_id FROM personal),
-                       (SELECT v.id FROM users v WHERE v.access_token = $1::text));
+ WHERE u.access_token = $1;
+
+-- name: user_for_personal_token
+-- A personal access token (SPEC 17), by digest (personal_access_tokens_token_digest_key),
+-- live only, and its user's stored document: the roles in it are the ones a session gets,
+-- so an account the user no longer belongs to is one the token no longer reaches (its
+-- scopes and account_ids narrow that, middleware/auth.py). stale: its last use is due to
+-- be written (touch_personal_token), at most every 5 minutes, so reads stay reads.
+-- Run through db.Lookup: the columns arrive as text (scopes and account_ids as JSON).
+SELECT p.id, array_to_json(p.scopes), array_to_json(p.account_ids),
+       p.last_used_at IS NULL OR p.last_used_at <= now() - interval '5 minutes',
+       extract(epoch FROM now()), u.doc
+  FROM personal_access_tokens p
+  JOIN users u ON u.id = p.user_id
+ WHERE p.token_digest = $1
+   AND p.expires_at > now();
+
+-- name: touch_personal_token
+-- A personal access token's last use and the address it came from (SPEC 17); only if
+-- still due, so that requests racing here write once.
+UPDATE personal_access_tokens
+   SET last_used_at = now(), last_used_ip = %(ip_address)s
+ WHERE id = %(token_id)s
+   AND (last_used_at IS NULL OR last_used_at <= now() - interval '5 minutes');
 
 -- name: touch_token
 -- The session's last activity, written at most every 5 minutes per token (middleware/auth.py),
