@@ -93,6 +93,16 @@ RESPONSES = {
         _ERRORS + 'cannot_revoke_current',
         (),
     ),
+    'agents': (
+        'Every member of the account, by name.',
+        _BODIES + 'agents',
+        (),
+    ),
+    'agent': (
+        'The member, with the membership status now theirs.',
+        _BODIES + 'agent',
+        (),
+    ),
     'audit_events': (
         'One page of audit events, newest first.',
         _BODIES + 'audit_events',
@@ -139,6 +149,17 @@ RESPONSES = {
         (),
     ),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
+    'account_suspended': (
+        'Right credentials, but every membership of the user is suspended (SPEC 18): '
+        'no session, no challenge, nothing changed.',
+        _ERRORS + 'account_suspended',
+        (),
+    ),
+    'membership_suspended': (
+        "The caller's membership of that account is suspended (SPEC 18).",
+        _ERRORS + 'membership_suspended',
+        (),
+    ),
     'sign_up_refused': (
         'Sign-up refused for its parameters (SPEC 4.1).',
         _ERRORS + 'message',
@@ -340,6 +361,14 @@ instead: that token, as the `mfa_token` header, reaches only the `/api/v1/profil
 endpoints, and after enrolling the member signs in again with a code. The MFA \
 endpoints refuse `api_access_token`.
 
+An administrator may suspend a member of the account \
+(`POST /api/v1/accounts/{account_id}/agents/{user_id}/suspend`, and `/reactivate`): \
+that account's routes, and the profile endpoints that name it, then answer 403 \
+`membership_suspended` to the member whatever the credential, and each entry of the \
+user's `accounts` carries `membership_status`. A member suspended in every account is \
+signed out everywhere, and every way of signing in answers 401 `account_suspended` \
+until an administrator reactivates them.
+
 Request schemas use three keywords of our own beside JSON Schema 2020-12: \
 `notBlank: true` (a string must hold a non-whitespace character), `maxBytes: N` (at \
 most N bytes in UTF-8) and `format: iana-timezone` (an IANA time zone name the server \
@@ -448,6 +477,10 @@ def _statuses(resource, method, level):
         add(403, 'mfa_enrollment_required')
     if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
+    if level in ('member', 'administrator', 'administrator_session') or getattr(
+        resource, 'account_in_body', {}
+    ).get(method):
+        add(403, 'membership_suspended')
     if level in ('administrator', 'administrator_session'):
         add(401, 'not_authorized')
     if getattr(resource, 'query', {}).get(method):
@@ -764,7 +797,9 @@ OPERATIONS = {
         'expired token 401; 10 per IP and 10 per token a minute). A member of an '
         'account that requires MFA, without it, gets 206 '
         '`{"mfa_setup_required": true, "mfa_token"}`: that token, as the `mfa_token` '
-        'header, reaches only `/api/v1/profile/mfa*`.',
+        'header, reaches only `/api/v1/profile/mfa*`. A user whose every membership '
+        'an administrator suspended gets 401 `account_suspended` for the right '
+        'password (and at the second step), and no session.',
     ),
     'DELETE /auth/sign_out': (
         'Sign out',
@@ -860,6 +895,31 @@ OPERATIONS = {
         'paged like your own; filters `event`, `user_id`, `since`, `until`.'
         + _ADMIN_NOTE,
     ),
+    'GET /api/v1/accounts/{account_id}/agents': (
+        "List an account's members",
+        "Every member, by name, in the reference system's agent shape plus "
+        '`membership_status` (`active` or `suspended`), `mfa_enabled` and '
+        '`last_sign_in_at`.' + _ADMIN_NOTE,
+    ),
+    'POST /api/v1/accounts/{account_id}/agents/{user_id}/suspend': (
+        'Suspend a member',
+        "From now on the member's requests to this account answer 403 "
+        '`membership_suspended`, whatever the credential; the account stays in their '
+        '`accounts` with `membership_status: suspended` and is never their '
+        '`account_id`. A member whose every membership is then suspended is locked '
+        'out: every session ends, the access token is replaced, and signing in (a '
+        'password, a second factor, a reset or confirmation link) answers 401 '
+        '`account_suspended`. Audited and mailed to the member. Yourself, or the last '
+        'active administrator: 422; not a member: 404; already suspended: 200, nothing '
+        'changes. Token headers only (403 with `api_access_token`).' + _ADMIN_NOTE,
+    ),
+    'POST /api/v1/accounts/{account_id}/agents/{user_id}/reactivate': (
+        'Reactivate a member',
+        'The membership is active again (a locked-out member can sign in again); no '
+        'session or token ended by the suspension comes back. Audited and mailed to '
+        'the member. Not a member: 404; already active: 200, nothing changes. Token '
+        'headers only.' + _ADMIN_NOTE,
+    ),
     'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
         'Sign a member out everywhere',
         'Ends every session of that member (and its access token with '
@@ -931,6 +991,7 @@ _MEMBERSHIP = {
     'availability': 'online',
     'availability_status': 'online',
     'auto_offline': True,
+    'membership_status': 'active',
 }
 _USER = {
     'id': 7,
@@ -1035,6 +1096,38 @@ EXAMPLES = {
         'sessions': [{**_SESSION_EXAMPLE, 'current': False}],
     },
     'member_signed_out': {'revoked': 3},
+    'agent': {
+        'id': 8,
+        'account_id': 42,
+        'name': 'Grace Hopper',
+        'available_name': 'Grace',
+        'email': 'grace@example.com',
+        'role': 'agent',
+        'confirmed': True,
+        'availability_status': 'offline',
+        'auto_offline': True,
+        'thumbnail': '',
+        'membership_status': 'suspended',
+        'mfa_enabled': False,
+        'last_sign_in_at': _NOW,
+    },
+    'agents': [
+        {
+            'id': 7,
+            'account_id': 42,
+            'name': 'Ada Lovelace',
+            'available_name': 'Ada Lovelace',
+            'email': 'ada@example.com',
+            'role': 'administrator',
+            'confirmed': True,
+            'availability_status': 'online',
+            'auto_offline': True,
+            'thumbnail': '/avatars/Xk3v9Qp2.png',
+            'membership_status': 'active',
+            'mfa_enabled': True,
+            'last_sign_in_at': _NOW,
+        }
+    ],
     'cannot_revoke_current': {'error': 'You cannot revoke the current session.'},
     'audit_events': {
         'events': [
@@ -1111,6 +1204,18 @@ EXAMPLES = {
         'errors': ['Invalid login credentials. Please try again.'],
     },
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
+    'account_suspended': {
+        'success': False,
+        'error_code': 'account_suspended',
+        'errors': [
+            'Your access has been suspended by an administrator of every account you '
+            'belong to'
+        ],
+    },
+    'membership_suspended': {
+        'error': 'Your access to this account is suspended',
+        'error_code': 'membership_suspended',
+    },
     'sign_up_refused': {
         'message': 'You have already signed up for an account with ada@example.com'
     },

@@ -9,7 +9,9 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
   with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions);
 - ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
   requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
-- ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
+- ``member``: a member of the account in the route's ``account_id`` (404 otherwise;
+  a suspended member gets 403 ``membership_suspended``, SPEC 18, whatever the
+  credential: ``membership_role`` below is the one check);
 - ``administrator``: an administrator of that account (an agent gets the role 401);
 - ``administrator_session``: as ``administrator``, signed in with the token headers:
   what touches the security of members (their sessions, the audit log) is refused to
@@ -18,7 +20,9 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 Some fields of a body are security settings although the rest of it is not: a resource
 lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
 that carries one needs the token headers too (RequireSessionFields, after the body is
-parsed).
+parsed). Likewise a profile endpoint that acts on a membership names the account in the
+body and declares where (``account_in_body``): RequireBodyMembership holds it to the
+same membership check.
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
 
@@ -58,6 +62,7 @@ class Caller:
         'email',
         'doc_text',
         'roles',
+        'suspended',
         'token',
         'session_id',
         'mfa_enabled',
@@ -76,7 +81,17 @@ class Caller:
         # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
         # only).
         self.setup = setup
-        self.roles = {entry['id']: entry['role'] for entry in doc.get('accounts', ())}
+        # {account id: role} of the active memberships, and the suspended ones apart
+        # (SPEC 18): membership_role below refuses those.
+        accounts = doc.get('accounts', ())
+        self.roles = {
+            entry['id']: entry['role']
+            for entry in accounts
+            if entry['membership_status'] == 'active'
+        }
+        self.suspended = frozenset(
+            entry['id'] for entry in accounts if entry['membership_status'] != 'active'
+        )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text
         # (raw token, client, expires_at) when authenticated with the token headers.
@@ -220,6 +235,22 @@ def _refuse_unenrolled(caller, resource):
         raise errors.MFAEnrollmentRequired()
 
 
+def membership_role(caller, account_id):
+    """The caller's role in ``account_id``: 404 when not a member, 403
+    ``membership_suspended`` when the membership is suspended (SPEC 18).
+
+    The one membership check: routes with an account in the path (RequireAccess) and
+    endpoints that name one in the body (RequireBodyMembership) both ask here, whatever
+    the credential.
+    """
+    if account_id in caller.suspended:
+        raise errors.MembershipSuspended()
+    role = caller.roles.get(account_id)
+    if role is None:
+        raise errors.NotFound()
+    return role
+
+
 class RequireAccess:
     """Enforce ``resource.access`` for the caller TokenAuth resolved.
 
@@ -259,9 +290,7 @@ class RequireAccess:
             if caller.token is None:
                 raise errors.NeedsSession()
             return
-        role = caller.roles.get(params['account_id'])
-        if role is None:
-            raise errors.NotFound()
+        role = membership_role(caller, params['account_id'])
         if level == 'administrator_session' and caller.token is None:
             raise errors.NeedsSession()
         if (
@@ -307,3 +336,25 @@ class RequireSessionFields:
         doc = req.context.get('doc')
         if isinstance(doc, dict) and any(field in doc for field in fields):
             raise errors.NeedsSession()
+
+
+class RequireBodyMembership:
+    """Hold an account named in the body to the membership check of the access matrix.
+
+    A profile endpoint that acts on one of the caller's memberships names its account in
+    the body (``{"profile": {"account_id": 42}}``) and declares where, per method:
+    ``account_in_body = {'POST': ('profile', 'account_id')}``. Runs after the body is
+    validated; the answers are those of an account in the route (404 not a member, 403
+    suspended).
+    """
+
+    def process_resource(self, req, resp, resource, params):
+        path = getattr(resource, 'account_in_body', {}).get(req.method)
+        caller = req.context.get('caller')
+        if not path or caller is None:
+            return
+        value = req.context.get('doc')
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            membership_role(caller, value)

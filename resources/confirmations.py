@@ -37,7 +37,9 @@ class Confirmation:
     """Confirm the address a confirmation link was mailed to, and sign in (SPEC 3.1)."""
 
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in', 206: 'mfa_challenge'}}
+    responses = {
+        'POST': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'}
+    }
     schemas = {'POST': 'confirmation_create'}
 
     def __init__(self, pool, queries, config):
@@ -112,7 +114,7 @@ class Password:
     access = {'POST': 'public', 'PUT': 'public'}
     responses = {
         'POST': {200: 'reset_requested'},
-        'PUT': {200: 'signed_in', 206: 'mfa_challenge'},
+        'PUT': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'},
     }
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}

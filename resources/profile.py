@@ -141,10 +141,12 @@ class ProfileAvatar:
 class ProfileMembershipSetting:
     """POST /availability or /auto_offline: one setting of the caller's membership.
 
-    404 when the caller is not a member of ``account_id`` (the UPDATE finds no row).
+    404 when the caller is not a member of ``account_id``, 403 when that membership is
+    suspended (RequireBodyMembership; the UPDATE finding no row is a 404 too).
     """
 
     access = {'POST': 'user'}
+    account_in_body = {'POST': ('profile', 'account_id')}
     responses = {'POST': {200: 'user', 404: 'not_found'}}
 
     def __init__(self, pool, queries, config, field, schema, set_sql):
@@ -172,6 +174,7 @@ class ProfileMembershipSetting:
 
 class ProfileActiveAccount:
     access = {'PUT': 'user'}
+    account_in_body = {'PUT': ('profile', 'account_id')}
     responses = {'PUT': {200: 'empty', 404: 'not_found'}}
     schemas = {'PUT': 'profile_active_account'}
 

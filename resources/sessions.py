@@ -45,7 +45,7 @@ class SignIn:
             200: 'signed_in',
             206: 'mfa_challenge',
             400: 'invalid_code',
-            401: ('invalid_login', 'invalid_mfa_token'),
+            401: ('invalid_login', 'invalid_mfa_token', 'account_suspended'),
             409: 'sessions_limit_reached',
         }
     }
@@ -139,24 +139,38 @@ class SignIn:
                 )
         except sessions.PasswordChanged:
             self._failed(req, email, 'password')
+        except errors.AccountSuspended as refused:
+            self._failed(req, email, 'suspended', refused.body)
 
     def _second_step(self, req, resp, doc):
         """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why
         not."""
         with self._pool.connection() as conn:
-            with conn.transaction():
-                user, factor = mfa.answer_challenge(
-                    conn,
-                    self._queries,
-                    self._config,
-                    doc.get('mfa_token'),
-                    doc.get('otp_code'),
-                    doc.get('backup_code'),
-                    facts=req.context.facts,
+            try:
+                with conn.transaction():
+                    user, factor = mfa.answer_challenge(
+                        conn,
+                        self._queries,
+                        self._config,
+                        doc.get('mfa_token'),
+                        doc.get('otp_code'),
+                        doc.get('backup_code'),
+                        facts=req.context.facts,
+                    )
+                    session = factor and self._sign_in(
+                        conn,
+                        req,
+                        doc,
+                        user,
+                        user['encrypted_password'],
+                        second_factor=True,
+                    )
+            except errors.AccountSuspended:
+                # Rolled back: nothing of the step stays but this row.
+                audit.record_sign_in_failure(
+                    conn, self._queries, user['email'], 'suspended', req.context.facts
                 )
-                session = factor and self._sign_in(
-                    conn, req, doc, user, user['encrypted_password'], second_factor=True
-                )
+                raise
             # After the commit: a wrong code must stay counted.
             if factor is None:
                 audit.record_sign_in_failure(

@@ -111,3 +111,24 @@ def announce(
             facts=facts,
             extra=mail_extra,
         )
+
+
+def lock_out(conn, queries, user_id):
+    """End every credential of a member whose every membership is suspended (SPEC 18).
+
+    Inside the suspension's transaction, with the user row locked and the membership
+    already suspended (services/memberships.py). Returns how many sessions ended, or
+    None when the user still has an active membership (then nothing is done).
+    """
+    row = conn.execute(
+        queries['credentials.lock_out'],
+        {
+            'user_id': user_id,
+            'access_token': tokens.new_token(),
+            'pubsub_token': tokens.new_token(),
+        },
+    ).fetchone()
+    # NOTE (issue 21): the lockout revokes the member's personal access tokens (SPEC 17)
+    # here, in this transaction: one more CTE of credentials.lock_out, wired when the
+    # personal-access-token branch is merged.
+    return None if row is None else row['revoked']

@@ -39,6 +39,7 @@ PINNED = {
     '0013_dashboard_mfa_and_sessions.sql': '4bf4bea450e8ae5bdeef2ccc7bd5c2f6c738a9904af50316b1ae83d073f14531',  # noqa: E501
     '0014_stored_user_document.sql': '1f723102f4724a63a11b67b542983dd18daeb1fe7c06aabe7a4cfb9a548ded18',  # noqa: E501
     '0015_profile_writes_keep_the_memberships_part.sql': '5193259e79cd69a2e227d0e0329e00492cb1a6065561ce0140d6948741bced49',  # noqa: E501
+    '0016_suspended_members.sql': '2278d91283ffa760f8dfb94f70df8eb78c695dc47e1ec76223ef6a58a18e127c',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'
