@@ -54,6 +54,9 @@ LEVELS = (
 )
 
 
+_NONE_SUSPENDED = frozenset()
+
+
 class Caller:
     """The authenticated user: ids and roles for the access rules, and the user JSON."""
 
@@ -89,8 +92,10 @@ class Caller:
             for entry in accounts
             if entry['membership_status'] == 'active'
         }
-        self.suspended = frozenset(
-            entry['id'] for entry in accounts if entry['membership_status'] != 'active'
+        self.suspended = (
+            frozenset(entry['id'] for entry in accounts) - self.roles.keys()
+            if len(self.roles) < len(accounts)
+            else _NONE_SUSPENDED
         )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text

@@ -23,6 +23,7 @@ from tests.support.users import unique_email
 from tests.test_mfa import challenge
 from tests.test_mfa import enable
 from tests.test_mfa import second_step
+from tests.test_user_document import assert_same
 from validators import load_validators
 
 SUSPENDED = {
@@ -278,6 +279,27 @@ def test_an_accounts_mfa_requirement_binds_only_its_active_members(
 
     testapp.get(elsewhere, headers=agent.headers, status=200)
     assert sign_in(testapp, agent).json['data']['account_id'] == agent.elsewhere
+
+
+def test_the_stored_document_follows_suspension_and_reactivation(
+    testapp, conn, config, admin, team, make_user
+):
+    """users.doc (migration 0014) is kept by triggers: a status change reaches it, and
+    it stays what user_json() builds."""
+    agent = team
+    suspend(testapp, admin, agent.id)
+    served = assert_same(testapp, conn, config, agent)
+    assert entry(served, admin.account_id)['membership_status'] == 'suspended'
+    reactivate(testapp, admin, agent.id)
+    served = assert_same(testapp, conn, config, agent)
+    assert entry(served, admin.account_id)['membership_status'] == 'active'
+    # Suspended everywhere: no current account, and the account is still listed.
+    lone = make_user(account_id=admin.account_id)
+    suspend(testapp, admin, lone.id)
+    stored = conn.execute('SELECT doc FROM users WHERE id = %s', (lone.id,)).fetchone()
+    doc = stored['doc']
+    assert (doc['account_id'], doc['role']) == (None, None)
+    assert [item['membership_status'] for item in doc['accounts']] == ['suspended']
 
 
 def test_every_accounts_entry_carries_membership_status(testapp, admin):
