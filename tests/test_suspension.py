@@ -592,47 +592,6 @@ def test_suspending_is_for_administrators_of_that_account_with_a_session(
     testapp.get('/api/v1/profile', headers=stranger.headers, status=200)
 
 
-def test_two_administrators_suspending_each_other_leave_one_active(
-    service, admin, make_user, conn, direct_database_url
-):
-    """Both pass the access rules while the other is still active, then meet at the
-    account row: the second sees the first's suspension and is refused."""
-    other = make_user(account_id=admin.account_id, role='administrator')
-    with psycopg.connect(direct_database_url, row_factory=dict_row) as hold:
-        hold.execute(
-            'SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)
-        )
-        first, first_answer = in_thread(
-            lambda: http(
-                'POST',
-                service + url(admin.account_id, other.id, 'suspend'),
-                headers=admin.headers,
-            )
-        )
-        waiting = wait_for_lock(conn, 'Serialises the suspensions')
-        second, second_answer = in_thread(
-            lambda: http(
-                'POST',
-                service + url(admin.account_id, admin.id, 'suspend'),
-                headers=other.headers,
-            )
-        )
-        wait_for_lock(conn, 'Serialises the suspensions', exclude=[waiting])
-        hold.rollback()
-    first.join()
-    second.join()
-    answers = [first_answer['answer'], second_answer['answer']]
-    assert sorted(answer.status for answer in answers) == [200, 403]
-    [refused] = [answer for answer in answers if answer.status == 403]
-    assert refused.json == SUSPENDED
-    active = conn.execute(
-        'SELECT count(*) AS n FROM account_users WHERE account_id = %s AND role ='
-        " 'administrator' AND status = 'active'",
-        (admin.account_id,),
-    ).fetchone()['n']
-    assert active == 1
-
-
 # --- idempotence, audit, mail ---------------------------------------------------------
 
 
@@ -910,99 +869,132 @@ def wait_for_lock(conn, marker, exclude=()):
     raise AssertionError(f'nothing waits in {marker!r}')
 
 
-def in_thread(action):
-    result = {}
-    thread = threading.Thread(target=lambda: result.setdefault('answer', action()))
-    thread.start()
-    return thread, result
+def interleave(database_url, conn, hold, first, second):
+    """Two requests in a set order, met at row locks.
+
+    The test takes ``hold`` (SQL, args: rows it locks FOR UPDATE); ``first`` and
+    ``second`` are (request, the statement text it is to wait in): ``first`` is sent
+    and waits there, then ``second``, then the test lets go. Returns both answers.
+    """
+    answers = [None, None]
+    threads = []
+    with psycopg.connect(database_url, row_factory=dict_row) as holder:
+        holder.execute(*hold)
+        waiting = []
+        for index, (request, waits_in) in enumerate((first, second)):
+
+            def run(index=index, request=request):
+                answers[index] = request()
+
+            threads.append(threading.Thread(target=run))
+            threads[-1].start()
+            waiting.append(wait_for_lock(conn, waits_in, exclude=waiting))
+        holder.rollback()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def suspending(service, admin, member):
+    """The request of ``admin`` suspending ``member`` in ``admin``'s account."""
+    return lambda: http(
+        'POST',
+        service + url(admin.account_id, member.id, 'suspend'),
+        headers=admin.headers,
+    )
+
+
+def signing_in(service, member):
+    return lambda: http(
+        'POST',
+        service + '/auth/sign_in',
+        {'email': member.email, 'password': PASSWORD},
+    )
+
+
+def sessions_of(conn, user):
+    return conn.execute(
+        'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)
+    ).fetchone()['n']
 
 
 def test_a_sign_in_waiting_for_a_suspension_gets_no_session(
     service, admin, make_user, conn, direct_database_url
 ):
-    """The suspension holds the member's row and is about to commit; the sign-in's
-    password is right and waits for that row; then it is refused."""
+    """The suspension holds the member's row and is about to commit (it waits for the
+    member's session row, which the test holds); the sign-in's password is right and
+    waits for the member's row; then it is refused."""
     member = make_user(account_id=admin.account_id)
-    with psycopg.connect(direct_database_url, row_factory=dict_row) as hold:
-        # Holds the member's session row: the suspension's lockout waits on it, after
-        # taking the member's user row.
-        hold.execute(
-            'SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)
-        )
-        suspension, suspended = in_thread(
-            lambda: http(
-                'POST',
-                service + url(admin.account_id, member.id, 'suspend'),
-                headers=admin.headers,
-            )
-        )
-        waiting = wait_for_lock(conn, 'user_locked_out(u.id)')
-        signing_in, signed_in = in_thread(
-            lambda: http(
-                'POST',
-                service + '/auth/sign_in',
-                {'email': member.email, 'password': PASSWORD},
-            )
-        )
-        wait_for_lock(conn, 'Serialises token issuance', exclude=[waiting])
-        hold.rollback()
-    suspension.join()
-    signing_in.join()
-    assert suspended['answer'].status == 200
-    answer = signed_in['answer']
-    assert (answer.status, answer.json) == (401, LOCKED_OUT)
-    assert 'access-token' not in answer.headers
-    assert (
-        conn.execute(
-            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (member.id,)
-        ).fetchone()['n']
-        == 0
+    suspended, signed_in = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)),
+        (
+            suspending(service, admin, member),
+            'user_locked_out(u.id)',
+        ),
+        (
+            signing_in(service, member),
+            'Serialises token issuance',
+        ),
     )
+    assert suspended.status == 200
+    assert (signed_in.status, signed_in.json) == (401, LOCKED_OUT)
+    assert 'access-token' not in signed_in.headers
+    assert sessions_of(conn, member) == 0
 
 
 def test_a_session_issued_while_a_suspension_waits_dies_with_it(
     service, admin, make_user, conn, direct_database_url
 ):
-    """The sign-in holds the member's row and is about to commit its session; the
-    suspension waits for that row, then revokes the session the sign-in answered."""
+    """The sign-in holds the member's row and is about to commit its session (it
+    drops an expired one, whose row the test holds); the suspension waits for the
+    member's row, then revokes the session the sign-in answered."""
     member = make_user(account_id=admin.account_id)
-    # An expired session: the sign-in's new session drops it, and waits on it.
     conn.execute(
         "UPDATE user_tokens SET expires_at = now() - interval '1 second'"
         ' WHERE user_id = %s',
         (member.id,),
     )
-    with psycopg.connect(direct_database_url, row_factory=dict_row) as hold:
-        hold.execute(
-            'SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)
-        )
-        signing_in, signed_in = in_thread(
-            lambda: http(
-                'POST',
-                service + '/auth/sign_in',
-                {'email': member.email, 'password': PASSWORD},
-            )
-        )
-        waiting = wait_for_lock(conn, 'last_sign_in_at = now()')
-        suspension, suspended = in_thread(
-            lambda: http(
-                'POST',
-                service + url(admin.account_id, member.id, 'suspend'),
-                headers=admin.headers,
-            )
-        )
-        wait_for_lock(conn, 'Serialises token issuance', exclude=[waiting])
-        hold.rollback()
-    signing_in.join()
-    suspension.join()
-    answer = signed_in['answer']
-    assert answer.status == 200
-    assert suspended['answer'].status == 200
-    headers = {name: answer.headers[name] for name in TOKEN_HEADERS}
-    assert http('GET', service + '/api/v1/profile', headers=headers).status == 401
-    assert (
-        conn.execute(
-            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (member.id,)
-        ).fetchone()['n']
-        == 0
+    signed_in, suspended = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)),
+        (
+            signing_in(service, member),
+            'last_sign_in_at = now()',
+        ),
+        (
+            suspending(service, admin, member),
+            'Serialises token issuance',
+        ),
     )
+    assert (signed_in.status, suspended.status) == (200, 200)
+    headers = {name: signed_in.headers[name] for name in TOKEN_HEADERS}
+    assert http('GET', service + '/api/v1/profile', headers=headers).status == 401
+    assert sessions_of(conn, member) == 0
+
+
+def test_two_administrators_suspending_each_other_leave_one_active(
+    service, admin, make_user, conn, direct_database_url
+):
+    """Both pass the access rules while the other is still active, then meet at the
+    account row (which the test holds): the second sees the first's suspension and is
+    refused."""
+    other = make_user(account_id=admin.account_id, role='administrator')
+    other.account_id = admin.account_id
+    answers = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
+        (suspending(service, admin, other), 'Serialises the suspensions'),
+        (suspending(service, other, admin), 'Serialises the suspensions'),
+    )
+    assert [answer.status for answer in answers] == [200, 403]
+    assert answers[1].json == SUSPENDED
+    active = conn.execute(
+        'SELECT count(*) AS n FROM account_users WHERE account_id = %s AND role ='
+        " 'administrator' AND status = 'active'",
+        (admin.account_id,),
+    ).fetchone()['n']
+    assert active == 1
