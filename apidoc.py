@@ -1,13 +1,15 @@
 """The OpenAPI 3.1 document, built once from ``schemas/`` and the route table.
 
 Each resource already declares, per method, its access level, its request schema and
-whether it takes multipart. It also declares ``responses = {'GET': {200: 'user'}}``:
+whether it takes multipart; its responder's docstring is the operation's summary and
+description. It also declares ``responses = {'GET': {200: 'user'}}``:
 the statuses only it can answer, by a name of RESPONSES below. The statuses the
 middleware answers follow from the other declarations (a schema means 400/413/415/422,
 a signed-in access level 401...), so nothing is written down twice.
 
-The schema files go under ``components/schemas/<file stem>`` as they are, their
-relative ``$ref``s rewritten to point there.
+The schema files go under ``components/schemas``: each file that describes a body as
+``<file stem>``, each entry of a file's ``$defs`` as ``<file stem>.<name>``, their
+relative ``$ref``s rewritten to point there (components()).
 """
 
 import inspect
@@ -664,26 +666,23 @@ def _operation(path_template, resource, method, schemas):
     }
     if schema_name:
         # JSON only: forms carry the same fields in Rails' bracket notation, which no
-        # OpenAPI encoding describes (DESCRIPTION, docs/clients.md).
-        content = {'application/json': {'schema': {'$ref': _COMPONENTS + schema_name}}}
+        # OpenAPI encoding describes (DESCRIPTION, docs/clients.md). A multipart body is
+        # named in the description: with a second media type, generators fail on a
+        # required body (openapi-python-client 0.29 types it without importing Unset).
         if method in getattr(resource, 'multipart', ()):
-            content['multipart/form-data'] = _multipart(
-                schemas, f'{schema_name}_multipart'
+            operation['description'] += (
+                ' As `multipart/form-data`, its parts are those of '
+                f'`schemas/{schema_name}_multipart.json`.'
             )
-        # An empty body counts as {}.
-        operation['requestBody'] = {'required': False, 'content': content}
+        # An empty body counts as {}: required only when {} is not a valid body.
+        schema = schemas[schema_name]
+        operation['requestBody'] = {
+            'required': bool(schema.get('required') or schema.get('minProperties')),
+            'content': {
+                'application/json': {'schema': {'$ref': _COMPONENTS + schema_name}}
+            },
+        }
     return operation
-
-
-def _multipart(schemas, stem):
-    """A multipart body: its schema, and each part's type where the schema names one
-    (``contentMediaType``: a JSON object sent as text)."""
-    encoding = {
-        name: {'contentType': prop['contentMediaType']}
-        for name, prop in schemas[stem]['properties'].items()
-        if 'contentMediaType' in prop
-    }
-    return {'schema': {'$ref': _COMPONENTS + stem}, 'encoding': encoding}
 
 
 def build(route_table, schemas):
@@ -1028,7 +1027,6 @@ def describe(document):
     for path, operations in document['paths'].items():
         for operation in operations.values():
             operation['tags'] = [tag_for(path)]
-            # JSON only: a multipart body shows its fields by itself.
             content = (
                 operation.get('requestBody', {})
                 .get('content', {})

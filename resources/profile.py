@@ -69,9 +69,9 @@ class Profile:
 
         Fields go under `profile`; only those sent change. A new `email` waits in
         `unconfirmed_email` until the link mailed to it is used. A new `password` needs
-        `current_password` and ends every other session. As multipart/form-data,
-        `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, WebP). Needs the token
-        headers of a sign-in or `api_access_token`.
+        `current_password` and ends every other session. Needs the token headers of a
+        sign-in or `api_access_token`. As multipart/form-data, `profile[avatar]` uploads
+        an avatar (JPEG, PNG, GIF, WebP).
         """
         caller = req.context.caller
         keep_client = caller.token[1] if caller.token else None

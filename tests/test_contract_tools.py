@@ -16,7 +16,6 @@ installs them), openapi-python-client in requirements-dev.txt.
 """
 
 import importlib
-import io
 import json
 import os
 import pathlib
@@ -25,7 +24,6 @@ import shutil
 import subprocess
 import sys
 
-from PIL import Image
 import pytest
 
 from tests import contract
@@ -41,20 +39,18 @@ BIN = TOOLS / 'node_modules' / '.bin'
 QUIET = {'REDOCLY_TELEMETRY': 'off', 'REDOCLY_SUPPRESS_UPDATE_NOTICE': 'true'}
 
 
-def run(command, cwd=TOOLS, timeout=180):
-    result = subprocess.run(
+def run(command, cwd=TOOLS, env=None, stdin=None, timeout=180):
+    """A tool, with node_modules/.bin and the virtualenv's scripts on the PATH."""
+    path = f'{BIN}:{pathlib.Path(sys.executable).parent}:{os.environ["PATH"]}'
+    return subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
-        env={
-            **os.environ,
-            **QUIET,
-            'PATH': f'{BIN}:{pathlib.Path(sys.executable).parent}:{os.environ["PATH"]}',
-        },
+        env={**os.environ, **QUIET, 'PATH': path, **(env or {})},
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-    return result
 
 
 @pytest.fixture(scope='module')
@@ -240,7 +236,6 @@ def test_the_generated_python_client_drives_sign_up_to_the_account(
     from frontdesk_api.api.sign_up_and_accounts import get_api_v1_accounts_account_id
     from frontdesk_api.api.sign_up_and_accounts import patch_api_v1_accounts_account_id
     from frontdesk_api.api.sign_up_and_accounts import post_api_v1_accounts
-    from frontdesk_api.types import File
 
     def client_with(**headers):
         return api.Client(
@@ -306,20 +301,6 @@ def test_the_generated_python_client_drives_sign_up_to_the_account(
     assert changed.display_name == 'Ada L.'
     assert changed.ui_settings.to_dict() == {'theme': 'dark'}
 
-    # The avatar, as the generated multipart body sends it.
-    image = io.BytesIO()
-    Image.new('RGB', (4, 4), 'red').save(image, 'PNG')
-    image.seek(0)
-    with_avatar = put_api_v1_profile.sync(
-        client=session,
-        body=models.ProfileUpdateMultipart(
-            profileavatar=File(payload=image, file_name='a.png', mime_type='image/png'),
-            profiledisplay_name='Ada with a face',
-        ),
-    )
-    assert isinstance(with_avatar, models.ResponseUser)
-    assert with_avatar.display_name == 'Ada with a face' and with_avatar.avatar_url
-
     account = get_api_v1_accounts_account_id.sync(
         account_id=user.account_id, client=session
     )
@@ -346,3 +327,52 @@ def test_the_generated_python_client_drives_sign_up_to_the_account(
     assert invalid.status_code == 422
     assert isinstance(invalid.parsed, models.ResponseErrorsUnprocessable)
     assert invalid.parsed.attributes == ['timezone']
+
+
+# --- docs/api.md, "The contract in your tools" ----------------------------------------
+
+
+def _docs():
+    return (ROOT / 'docs' / 'api.md').read_text()
+
+
+def test_the_docs_show_the_scripts_the_suite_runs():
+    docs = _docs()
+    for name in ('client.ts', 'validate_leniently.mjs'):
+        assert (TOOLS / name).read_text() in docs, name
+
+
+def test_the_documented_python_example_runs(python_client, gunicorn_url, admin):
+    _, package, _ = python_client
+    section = _docs()[_docs().index('### A generated Python client') :]
+    example = re.search(r'^```python\n(.*?)^```$', section, re.S | re.M)[1]
+    result = run(
+        [sys.executable, '-c', example],
+        cwd=package.parent,
+        env={'B': gunicorn_url, 'EMAIL': admin.email, 'PASSWORD': admin.password},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == 'Agent Smith (Python) Acme\n'
+
+
+def test_answers_validate_leniently_as_the_docs_say(gunicorn_url, admin):
+    """A field a later release adds passes; a field the schema requires is still
+    checked; the files as published would refuse the new field."""
+    user = http('GET', gunicorn_url + '/api/v1/profile', headers=admin.headers).json
+
+    def validate(doc):
+        return run(
+            ['node', 'validate_leniently.mjs', ROOT / 'schemas', 'response_user.json'],
+            stdin=json.dumps(doc),
+        )
+
+    assert validate({**user, 'added_later': 1}).stdout == 'valid\n'
+    refused = validate({key: value for key, value in user.items() if key != 'email'})
+    assert refused.returncode == 1 and "must have required property 'email'" in (
+        refused.stdout
+    )
+    assert contract._validator('#/components/schemas/response_user').is_valid(
+        user
+    ) and not contract._validator('#/components/schemas/response_user').is_valid(
+        {**user, 'added_later': 1}
+    )

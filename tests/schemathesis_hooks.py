@@ -1,0 +1,100 @@
+"""Schemathesis hooks for a run against a live Frontdesk (tests/test_stateful.py; by
+hand, docs/api.md "Fuzzing the API").
+
+SCHEMATHESIS_HOOKS=tests.schemathesis_hooks, with FRONTDESK_URL, FRONTDESK_EMAIL and
+FRONTDESK_PASSWORD naming the service and a confirmed user of it.
+
+Two things a run needs that no schema can give it: credentials that survive a generated
+sign-out (every request signs in anew), and which refusals of a schema-valid request are
+right. Those are kept apart from every other failure by filter_failure below: a refusal
+for what the request cannot show (a mailed token, a password, a code, the state of the
+account), and the server's own stricter checks that the files state in words only.
+"""
+
+import json
+import os
+import urllib.request
+
+import schemathesis
+from schemathesis.specs.openapi.checks import RejectedPositiveData
+
+from resources.accounts import ENFORCE_MFA_NEEDS_MFA
+from resources.sessions import CANNOT_REVOKE_CURRENT
+from services import mfa
+from services import passwords
+from validators import load_validators
+
+TOKEN_HEADERS = ('access-token', 'client', 'uid')
+VALIDATORS = load_validators()
+# A field refused for what is stored, not for its shape.
+REFUSED_FIELDS = {
+    passwords.TOO_COMMON,
+    passwords.PERSONAL,
+    passwords.REUSED,
+    passwords.BREACHED,
+    'Email has already been taken',
+    ENFORCE_MFA_NEEDS_MFA,
+}
+
+
+@schemathesis.auth(refresh_interval=None)
+class SignedIn:
+    """A new sign-in for every request: a generated sign-out, or the end of every other
+    session, must not leave the rest of the run without credentials."""
+
+    def get(self, case, context):
+        request = urllib.request.Request(
+            os.environ['FRONTDESK_URL'] + '/auth/sign_in',
+            data=json.dumps(
+                {
+                    'email': os.environ['FRONTDESK_EMAIL'],
+                    'password': os.environ['FRONTDESK_PASSWORD'],
+                }
+            ).encode(),
+            headers={'Content-Type': 'application/json'},
+            method='POST',
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return {name: answer.headers[name] for name in TOKEN_HEADERS}
+
+    def set(self, case, data, context):
+        case.headers = {**(case.headers or {}), **data}
+
+
+def refused_for_state(status, body):
+    """A refusal the request's shape cannot avoid: the 422 of a whole request (no
+    attributes: a bad mailed token, a wrong password or code, a captcha, MFA on or off),
+    a wrong second-factor code at sign-in, the session of the request itself, or a field
+    refused for what is stored (REFUSED_FIELDS)."""
+    if status == 400:
+        return body == {'error': mfa.INVALID_CODE}
+    return status == 422 and (
+        set(body) == {'message'}
+        or body == CANNOT_REVOKE_CURRENT
+        or body.get('message') in REFUSED_FIELDS
+    )
+
+
+def stricter_than_published(case):
+    """Whether the server's own checks refuse this schema-valid body: those the
+    published files state in words only (validators.SERVER_CHECKS: a password's 72
+    bytes, a time zone name it knows)."""
+    content = case.operation.definition.raw.get('requestBody', {}).get('content', {})
+    ref = content.get('application/json', {}).get('schema', {}).get('$ref', '')
+    stem = ref.rpartition('/')[2]
+    return stem in VALIDATORS and bool(VALIDATORS[stem].errors(case.body))
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response):
+    """Keep every failure but a schema-valid request refused rightly (module
+    docstring)."""
+    if not isinstance(failure, RejectedPositiveData):
+        return True
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return True
+    return not (
+        refused_for_state(response.status_code, body) or stricter_than_published(case)
+    )
