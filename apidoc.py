@@ -451,20 +451,21 @@ def components(schemas):
     return found
 
 
-def _refs(node):
+def refs(node):
+    """Every $ref string in a document or schema, nested ones included."""
     if isinstance(node, dict):
         if isinstance(node.get('$ref'), str):
             yield node['$ref']
         for value in node.values():
-            yield from _refs(value)
+            yield from refs(value)
     elif isinstance(node, list):
         for value in node:
-            yield from _refs(value)
+            yield from refs(value)
 
 
 def _used(paths, available):
     """The components that ``paths`` refer to, directly or through others."""
-    used, todo = set(), [ref for ref in _refs(paths) if ref.startswith(_COMPONENTS)]
+    used, todo = set(), [ref for ref in refs(paths) if ref.startswith(_COMPONENTS)]
     while todo:
         name = todo.pop().removeprefix(_COMPONENTS)
         if name in used:
@@ -472,7 +473,7 @@ def _used(paths, available):
         if name not in available:
             raise RuntimeError(f'$ref to {name}: no schema file has it')
         used.add(name)
-        todo += [ref for ref in _refs(available[name]) if ref.startswith(_COMPONENTS)]
+        todo += [ref for ref in refs(available[name]) if ref.startswith(_COMPONENTS)]
     return used
 
 

@@ -27,19 +27,8 @@ def test_the_document_is_valid_openapi_3_1(document):
     assert document == contract.document()
 
 
-def _refs(node):
-    if isinstance(node, dict):
-        if '$ref' in node:
-            yield node['$ref']
-        for value in node.values():
-            yield from _refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _refs(value)
-
-
 def test_every_ref_points_into_the_document(document):
-    for ref in set(_refs(document)):
+    for ref in set(apidoc.refs(document)):
         assert ref.startswith('#/'), ref
         node = document
         for part in ref[2:].split('/'):
@@ -49,16 +38,16 @@ def test_every_ref_points_into_the_document(document):
     schemas = '#/components/schemas/'
     used = {
         ref.removeprefix(schemas)
-        for ref in _refs({**document, 'components': {}})
+        for ref in apidoc.refs({**document, 'components': {}})
         if ref.startswith(schemas)
     }
     for schema in document['components']['schemas'].values():
-        used |= {ref.removeprefix(schemas) for ref in _refs(schema)}
+        used |= {ref.removeprefix(schemas) for ref in apidoc.refs(schema)}
     assert set(document['components']['schemas']) == used
     assert set(document['components']['schemas']) <= set(
         apidoc.components(load_schemas())
     )
-    assert not [ref for ref in _refs(document) if '$defs' in ref]
+    assert not [ref for ref in apidoc.refs(document) if '$defs' in ref]
 
 
 def test_component_names_come_from_the_files_and_cannot_collide():

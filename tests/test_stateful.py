@@ -1,12 +1,14 @@
 """A stateful Schemathesis run with every check against real gunicorn (issue 20).
 
 Schemathesis infers links between the operations from the document (an account id from
-a user, a session id from the list of sessions...) and walks them, each request signed
-in anew (tests/schemathesis_hooks.py). Every check is on: no 5xx, no answer the document
-does not describe, no schema-valid request refused except for what no schema can say
-(the hooks name those), no schema-violating one accepted. The settings are
-tests/schemathesis.toml: the seed, one worker, and 250 scenarios so that it stays under
-a minute; docs/api.md ("Fuzzing the API") runs the same by hand, longer.
+a user, a session id from the list of sessions...) and walks them, each request with a
+new session (tests/schemathesis_hooks.py). Every check is on: no 5xx, no answer the
+document does not describe, no schema-valid request refused except for what no schema
+can say (the hooks name those), no schema-violating one accepted. The sessions come
+straight from the database, so that the run's wrong passwords cannot lock the user's
+sign-in. The settings are tests/schemathesis.toml: the seed, one worker, and 250
+scenarios, about a minute; docs/api.md ("Fuzzing the API") runs the same by hand,
+longer.
 """
 
 import os
@@ -20,7 +22,9 @@ from tests.support import ROOT
 SCHEMATHESIS = pathlib.Path(sys.executable).parent / 'schemathesis'
 
 
-def test_a_stateful_run_with_every_check_finds_nothing(gunicorn_url, admin):
+def test_a_stateful_run_with_every_check_finds_nothing(
+    gunicorn_url, admin, direct_database_url
+):
     result = subprocess.run(
         [
             SCHEMATHESIS,
@@ -40,6 +44,7 @@ def test_a_stateful_run_with_every_check_finds_nothing(gunicorn_url, admin):
             'FRONTDESK_URL': gunicorn_url,
             'FRONTDESK_EMAIL': admin.email,
             'FRONTDESK_PASSWORD': admin.password,
+            'FRONTDESK_DATABASE_URL': direct_database_url,
         },
         capture_output=True,
         text=True,

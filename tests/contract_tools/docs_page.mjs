@@ -36,8 +36,6 @@ async function tryOut(operation, body) {
   if (body !== undefined) {
     await block.locator('textarea.body-param__text').fill(JSON.stringify(body));
   }
-  // A second call replaces the first live response: wait for the new one.
-  await block.locator('.live-responses-table').waitFor({ state: 'detached', timeout: 1 }).catch(() => {});
   await block.locator('button.execute').click();
   const live = block.locator('.live-responses-table .response');
   await live.first().waitFor();
@@ -45,10 +43,8 @@ async function tryOut(operation, body) {
   const text = await live.locator('.response-col_description pre').first().textContent();
   const curl = await block.locator('.curl-command pre, .curl-command code').first().textContent();
   const headers = [...curl.matchAll(/-H '([^:]+):/g)].map((match) => match[1].toLowerCase());
-  const clear = block.locator('button.btn-clear');
-  if (await clear.isVisible()) {
-    await clear.click();
-  }
+  // Cleared, so that a later call of the same operation waits for its own answer.
+  await block.locator('button.btn-clear').click();
   return { status, body: JSON.parse(text), headers };
 }
 
