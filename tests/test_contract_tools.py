@@ -27,13 +27,14 @@ import sys
 import pytest
 
 from tests import contract
+from tests.support import CONTRACT_TOOLS
 from tests.support import ROOT
 from tests.support.servers import http
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 
-TOOLS = ROOT / 'tests' / 'contract_tools'
+TOOLS = CONTRACT_TOOLS
 BIN = TOOLS / 'node_modules' / '.bin'
 # No update checks or usage reports from Redocly: the tests reach no network.
 QUIET = {'REDOCLY_TELEMETRY': 'off', 'REDOCLY_SUPPRESS_UPDATE_NOTICE': 'true'}
