@@ -59,9 +59,9 @@ class MemberStatus:
             'Reactivate a member',
             'The membership is active again (a locked-out member can sign in again); '
             'no session or token ended by the suspension comes back. Audited and '
-            'mailed to the member. Not a member: 404; already active: 200, nothing changes. '
-            'Token headers only. Administrators of the account only (an agent gets '
-            '401 with the role body).',
+            'mailed to the member. Not a member: 404; already active: 200, nothing '
+            'changes. Token headers only. Administrators of the account only (an agent '
+            'gets 401 with the role body).',
         ),
     }
 
