@@ -1,15 +1,18 @@
 """The OpenAPI 3.1 document, built once from ``schemas/`` and the route table.
 
 Each resource already declares, per method, its access level, its request schema and
-whether it takes multipart. It also declares ``responses = {'GET': {200: 'user'}}``:
+whether it takes multipart; its responder's docstring is the operation's summary and
+description. It also declares ``responses = {'GET': {200: 'user'}}``:
 the statuses only it can answer, by a name of RESPONSES below. The statuses the
 middleware answers follow from the other declarations (a schema means 400/413/415/422,
 a signed-in access level 401...), so nothing is written down twice.
 
-The schema files go under ``components/schemas/<file stem>`` as they are, their
-relative ``$ref``s rewritten to point there.
+The schema files go under ``components/schemas``: each file that describes a body as
+``<file stem>``, each entry of a file's ``$defs`` as ``<file stem>.<name>``, their
+relative ``$ref``s rewritten to point there (components()).
 """
 
+import inspect
 import re
 
 from config import VERSION
@@ -95,6 +98,16 @@ RESPONSES = {
         _ERRORS + 'cannot_revoke_current',
         (),
     ),
+    'agents': (
+        'Every member of the account, by name.',
+        _BODIES + 'agents',
+        (),
+    ),
+    'agent': (
+        'The member, with the membership status now theirs.',
+        _BODIES + 'agent',
+        (),
+    ),
     'audit_events': (
         'One page of audit events, newest first.',
         _BODIES + 'audit_events',
@@ -169,6 +182,17 @@ RESPONSES = {
         (),
     ),
     'invalid_token': ('No valid credentials.', _ERRORS + 'invalid_token', ()),
+    'account_suspended': (
+        'Right credentials, but every membership of the user is suspended (SPEC 18): '
+        'no session, no challenge, nothing changed.',
+        _ERRORS + 'account_suspended',
+        (),
+    ),
+    'membership_suspended': (
+        "The caller's membership of that account is suspended (SPEC 18).",
+        _ERRORS + 'membership_suspended',
+        (),
+    ),
     'sign_up_refused': (
         'Sign-up refused for its parameters (SPEC 4.1).',
         _ERRORS + 'message',
@@ -312,8 +336,8 @@ HEADERS = {
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
 _SIGNED_IN = [*_SESSION, {'apiAccessToken': []}]
-_PERSONAL = {'personalAccessToken': []}
 _ENROLMENT = [*_SESSION, {'mfaToken': []}]
+_PERSONAL = {'personalAccessToken': []}
 SECURITY_SCHEMES = {
     'accessToken': {
         'type': 'apiKey',
@@ -362,11 +386,12 @@ The account and profile API of Frontdesk. Bodies are JSON \
 Signed-in requests send either the three headers `access-token`, `client`, `uid` of a \
 sign-in, or `api_access_token`. Unknown fields in request bodies are ignored.
 
-Wherever a JSON body is accepted, `application/x-www-form-urlencoded` is accepted too, \
-in Rails' bracket notation (`profile[name]=Ada&profile[ui_settings][theme]=dark`, \
-`tags[]=a&tags[]=b`). Its values are strings, cast where the schema wants another \
-type: `true`/`false`/`1`/`0` for booleans, decimal digits for integers, an empty value \
-for null; anything else is the usual 422.
+Wherever a JSON body is accepted, `application/x-www-form-urlencoded` is accepted too \
+(what the reference dashboard and mobile app send), in Rails' bracket notation \
+(`profile[name]=Ada&profile[ui_settings][theme]=dark`, `tags[]=a&tags[]=b`). Its \
+values are strings, cast where the schema wants another type: `true`/`false`/`1`/`0` \
+for booleans, decimal digits for integers, an empty value for null; anything else is \
+the usual 422. This document describes the JSON bodies; a form carries the same fields.
 
 Two-factor sign-in (TOTP, RFC 6238): enrol with `POST /api/v1/profile/mfa` (no body \
 needed) and `POST /api/v1/profile/mfa/verify` (the first code; the recovery codes come \
@@ -390,52 +415,158 @@ scope) and only the accounts it names; elsewhere 403 `insufficient_scope` with \
 audit logs...) the 403 `This action needs a signed-in session`. Answers to it carry \
 `access_token` and `pubsub_token` as null.
 
-Request schemas use three keywords of our own beside JSON Schema 2020-12: \
-`notBlank: true` (a string must hold a non-whitespace character), `maxBytes: N` (at \
-most N bytes in UTF-8) and `format: iana-timezone` (an IANA time zone name the server \
-knows, e.g. `Europe/Paris`). The server enforces them; generic tools ignore them."""
+An administrator may suspend a member of the account \
+(`POST /api/v1/accounts/{account_id}/agents/{user_id}/suspend`, and `/reactivate`): \
+that account's routes, and the profile endpoints that name it, then answer 403 \
+`membership_suspended` to the member whatever the credential, and each entry of the \
+user's `accounts` carries `membership_status`. A member suspended in every account is \
+signed out everywhere, and every way of signing in answers 401 `account_suspended` \
+until an administrator reactivates them.
+
+The schemas are standard JSON Schema 2020-12, the files of `schemas/` with each \
+`$defs` entry as a component of its own (`<file>.<name>`). A body they accept can \
+still be a 422 for what no schema can say: a password's limit of 72 bytes in UTF-8 \
+(`maxLength` counts characters), a time zone name the server's time zone database does \
+not know, the password rules of `GET /api/v1/password_policy`, a wrong password, token \
+or code.
+
+Response schemas forbid properties they do not list (`additionalProperties: false`), \
+so that the service's own tests catch a field that should not be sent. A later release \
+may add fields: a client that validates responses should allow unknown properties \
+(docs/api.md, "Validating responses")."""
+
+# Relative: the document is served by the API it describes, at its root.
+SERVERS = [{'url': '/', 'description': 'The server that serves this document.'}]
 
 _FIELD = re.compile(r'\{(\w+)(?::(\w+)(?:\(([^)]*)\))?)?\}')
 _LIMITS = {'min': 'minimum', 'max': 'maximum'}
+_COMPONENTS = '#/components/schemas/'
+# What a schema file says about itself rather than about a value.
+_FILE_KEYWORDS = ('$schema', '$id', '$defs', '$comment', 'title', 'description')
+
+
+def component_name(stem, name=None):
+    """The component of a schema file (``response_user``), or of one of its $defs
+    (``response_user.membership``)."""
+    return stem if name is None else f'{stem}.{name}'
 
 
 def _component_ref(ref, stem):
-    """``definitions.json#/$defs/email`` ->
-    ``#/components/schemas/definitions/$defs/email``.
-    """
+    """A ``$ref`` of the file ``stem`` as one to a component:
+    ``definitions.json#/$defs/email`` -> ``#/components/schemas/definitions.email``."""
     target, _, fragment = ref.partition('#')
-    return f'#/components/schemas/{target.removesuffix(".json") or stem}{fragment}'
+    target = target.removesuffix('.json') if target else stem
+    parts = fragment.split('/')
+    if fragment in ('', '/'):
+        return _COMPONENTS + component_name(target)
+    if len(parts) == 3 and parts[:2] == ['', '$defs']:
+        return _COMPONENTS + component_name(target, parts[2])
+    raise RuntimeError(
+        f'schemas/{stem}.json: $ref {ref!r} names neither a file nor one of its $defs'
+    )
 
 
-def _keyword_notes(node):
-    notes = []
-    if node.get('notBlank'):
-        notes.append('Must not be blank (notBlank).')
-    if 'maxBytes' in node:
-        notes.append(f'At most {node["maxBytes"]} bytes in UTF-8 (maxBytes).')
-    if node.get('format') == 'iana-timezone':
-        notes.append(
-            'An IANA time zone name known to the server (format iana-timezone).'
-        )
-    return notes
+# Keywords whose value is a schema, a list of schemas, or a map of names to schemas;
+# the others hold data (enum, const, examples...) and are copied as they are.
+_SUBSCHEMA = (
+    'items',
+    'additionalProperties',
+    'unevaluatedProperties',
+    'unevaluatedItems',
+    'not',
+    'if',
+    'then',
+    'else',
+    'contains',
+    'propertyNames',
+    'contentSchema',
+)
+_SUBSCHEMA_LISTS = ('allOf', 'anyOf', 'oneOf', 'prefixItems')
+_SUBSCHEMA_MAPS = ('properties', 'patternProperties', 'dependentSchemas')
 
 
-def _component(node, stem):
-    """A schema file as an OpenAPI component: refs rewritten, our keywords described."""
-    if isinstance(node, list):
-        return [_component(item, stem) for item in node]
-    if not isinstance(node, dict):
-        return node
-    # $id would make '#/components/...' resolve against the file, not the document.
-    out = {
-        key: _component_ref(value, stem) if key == '$ref' else _component(value, stem)
-        for key, value in node.items()
-        if key not in ('$id', '$schema')
-    }
-    notes = _keyword_notes(node)
-    if notes:
-        out['description'] = ' '.join(filter(None, [node.get('description'), *notes]))
+def _rewrite(schema, stem):
+    """A schema of the file ``stem`` for the document: refs to components; no $id
+    (it would make '#/components/...' resolve against the file), and the title folded
+    into the description (generators would name models after a title sentence)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ('$id', '$schema', '$defs', 'title'):
+            continue
+        if key == '$ref':
+            value = _component_ref(value, stem)
+        elif key in _SUBSCHEMA:
+            value = _rewrite(value, stem)
+        elif key in _SUBSCHEMA_LISTS:
+            value = [_rewrite(item, stem) for item in value]
+        elif key in _SUBSCHEMA_MAPS:
+            value = {name: _rewrite(item, stem) for name, item in value.items()}
+        out[key] = value
+    if schema.get('title'):
+        title = schema['title'].rstrip('.') + '.'
+        out['description'] = ' '.join(filter(None, [title, schema.get('description')]))
     return out
+
+
+def components(schemas):
+    """{name: schema}: each file that describes a value, and each entry of its $defs,
+    so that every body is a component of its own (generators name models after
+    them)."""
+    found = {}
+    for stem, schema in schemas.items():
+        if set(schema) - set(_FILE_KEYWORDS):
+            found[component_name(stem)] = _rewrite(schema, stem)
+        for name, definition in schema.get('$defs', {}).items():
+            found[component_name(stem, name)] = _rewrite(definition, stem)
+    # Generators turn names into class names: these must stay apart too.
+    seen = {}
+    for name in found:
+        key = re.sub(r'[^a-z0-9]', '', name.lower())
+        if key in seen:
+            raise RuntimeError(f'components {seen[key]} and {name} would collide')
+        seen[key] = name
+    return found
+
+
+def refs(node):
+    """Every $ref string in a document or schema, nested ones included."""
+    if isinstance(node, dict):
+        if isinstance(node.get('$ref'), str):
+            yield node['$ref']
+        for value in node.values():
+            yield from refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from refs(value)
+
+
+def _used(paths, available):
+    """The components that ``paths`` refer to, directly or through others."""
+    used, todo = set(), [ref for ref in refs(paths) if ref.startswith(_COMPONENTS)]
+    while todo:
+        name = todo.pop().removeprefix(_COMPONENTS)
+        if name in used:
+            continue
+        if name not in available:
+            raise RuntimeError(f'$ref to {name}: no schema file has it')
+        used.add(name)
+        todo += [ref for ref in refs(available[name]) if ref.startswith(_COMPONENTS)]
+    return used
+
+
+def prose(resource, method):
+    """(summary, description) of an operation: what the resource declares in
+    ``descriptions`` (a resource that serves several routes), else the responder's
+    docstring: its first line, then its paragraphs."""
+    declared = getattr(resource, 'descriptions', {}).get(method)
+    if declared:
+        return declared
+    doc = inspect.getdoc(getattr(resource, f'on_{method.lower()}', None)) or ''
+    summary, _, rest = doc.partition('\n\n')
+    paragraphs = [' '.join(part.split()) for part in rest.split('\n\n')]
+    return ' '.join(summary.split()), '\n\n'.join(filter(None, paragraphs))
 
 
 def _path(template):
@@ -466,7 +597,7 @@ def _refusals(resource, method, level):
     if scope is not None:
         yield 'insufficient_scope'
     if level in ('member', 'administrator', 'administrator_session') or getattr(
-        resource, 'account_field', {}
+        resource, 'account_in_body', {}
     ).get(method):
         yield 'legacy_token_disabled'
 
@@ -513,6 +644,10 @@ def _statuses(resource, method, level):
         add(403, 'mfa_enrollment_required')
     if level in ('member', 'administrator', 'administrator_session'):
         add(404, 'not_found')
+    if level in ('member', 'administrator', 'administrator_session') or getattr(
+        resource, 'account_in_body', {}
+    ).get(method):
+        add(403, 'membership_suspended')
     if level in ('administrator', 'administrator_session'):
         add(401, 'not_authorized')
     if getattr(resource, 'query', {}).get(method):
@@ -601,16 +736,14 @@ def _operation(path_template, resource, method, schemas):
                 'required': False,
                 'description': prop.get('description', ''),
                 'schema': {
-                    key: value for key, value in prop.items() if key != 'description'
+                    key: value
+                    for key, value in _rewrite(prop, query).items()
+                    if key != 'description'
                 },
             }
             for name, prop in schemas[query]['properties'].items()
         ]
-    summary = (
-        schemas[schema_name].get('title')
-        if schema_name
-        else (resource.__doc__ or '').split('\n')[0]
-    )
+    summary, description = prose(resource, method)
     security = {
         'public': [],
         'optional': [*_SIGNED_IN, {}],
@@ -621,11 +754,15 @@ def _operation(path_template, resource, method, schemas):
     scope = scope_for(resource, method)
     if scope is not None:
         security = [*_SIGNED_IN, _PERSONAL, *security[len(_SIGNED_IN) :]]
+        description += f' Personal access tokens need the `{scope}` scope.'
+    elif security:
+        description += ' Not for personal access tokens.'
     operation = {
         'operationId': f'{method.lower()}{re.sub(r"[^a-z0-9]+", "_", path)}'.rstrip(
             '_'
         ),
         'summary': summary or f'{method} {path}',
+        'description': description,
         'security': security,
         'parameters': parameters,
         'responses': {
@@ -636,18 +773,23 @@ def _operation(path_template, resource, method, schemas):
     if scope is not None:
         operation['x-personal-access-token-scope'] = scope
     if schema_name:
-        schema_ref = {'$ref': f'#/components/schemas/{schema_name}'}
-        content = {
-            'application/json': {'schema': schema_ref},
-            # The same fields in Rails' bracket notation; values are cast (DESCRIPTION).
-            'application/x-www-form-urlencoded': {'schema': schema_ref},
-        }
+        # JSON only: forms carry the same fields in Rails' bracket notation, which no
+        # OpenAPI encoding describes (DESCRIPTION, docs/clients.md). A multipart body is
+        # named in the description: with a second media type, generators fail on a
+        # required body (openapi-python-client 0.29 types it without importing Unset).
         if method in getattr(resource, 'multipart', ()):
-            content['multipart/form-data'] = {
-                'schema': {'$ref': f'#/components/schemas/{schema_name}_multipart'}
-            }
-        # An empty body counts as {}.
-        operation['requestBody'] = {'required': False, 'content': content}
+            operation['description'] += (
+                ' As `multipart/form-data`, its parts are those of '
+                f'`schemas/{schema_name}_multipart.json`.'
+            )
+        # An empty body counts as {}: required only when {} is not a valid body.
+        schema = schemas[schema_name]
+        operation['requestBody'] = {
+            'required': bool(schema.get('required') or schema.get('minProperties')),
+            'content': {
+                'application/json': {'schema': {'$ref': _COMPONENTS + schema_name}}
+            },
+        }
     return operation
 
 
@@ -665,6 +807,7 @@ def build(route_table, schemas):
             paths.setdefault(path, {})[method.lower()] = _operation(
                 template, resource, method, schemas
             )
+    available = components(schemas)
     return describe(
         {
             'openapi': '3.1.0',
@@ -673,10 +816,11 @@ def build(route_table, schemas):
                 'version': VERSION,
                 'description': DESCRIPTION,
             },
+            'servers': SERVERS,
             'paths': paths,
             'components': {
                 'schemas': {
-                    stem: _component(schemas[stem], stem) for stem in sorted(schemas)
+                    name: available[name] for name in sorted(_used(paths, available))
                 },
                 'headers': _header_components(),
                 'securitySchemes': SECURITY_SCHEMES,
@@ -686,9 +830,10 @@ def build(route_table, schemas):
 
 
 # --------------------------------------------------------------------------------------
-# Issue 11: what a reader of /api/v1/docs needs beyond the shapes: tags, a summary and a
-# description per operation, and examples (tests/test_openapi.py validates every example
-# against its schema, and checks that no operation lacks them).
+# Issue 11: what a reader of /api/v1/docs needs beyond the shapes: tags and examples
+# (tests/test_openapi.py validates every example against its schema, and checks that no
+# operation lacks them). The summary and description of each operation are the
+# responder's docstring (prose() above).
 
 TAGS = [
     {
@@ -740,301 +885,6 @@ def tag_for(path):
     )
 
 
-_TOKEN_NOTE = (
-    ' Answers with the five token headers (`access-token`, `token-type`, `client`, '
-    '`expiry`, `uid`).'
-)
-_SIGNED_IN_NOTE = ' Needs the token headers of a sign-in or `api_access_token`.'
-_ADMIN_NOTE = (
-    ' Administrators of the account only (an agent gets 401 with the role body).'
-)
-
-# 'METHOD path': (summary, description)
-OPERATIONS = {
-    'POST /api/v1/accounts': (
-        'Sign up, or add an account',
-        'Without credentials: creates the user (unconfirmed), the account, the '
-        'administrator membership and the API access token, and mails a confirmation '
-        'link; sign-in needs the confirmed address. With credentials: adds a new '
-        'account to the caller as its administrator (only `account_name` needed). '
-        'Refused parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per '
-        '30 minutes.' + _TOKEN_NOTE,
-    ),
-    'GET /api/v1/accounts/{account_id}': (
-        'Read an account',
-        'The account, for its members; anyone else gets 404.' + _SIGNED_IN_NOTE,
-    ),
-    'PUT /api/v1/accounts/{account_id}': (
-        'Change an account',
-        'Only the fields sent change; `timezone`, `industry` and `company_size` are '
-        'kept in `custom_attributes`. All failures are reported together in one 422, '
-        'and nothing is written then.' + _ADMIN_NOTE,
-    ),
-    'PATCH /api/v1/accounts/{account_id}': (
-        'Change an account',
-        'The same as PUT.' + _ADMIN_NOTE,
-    ),
-    'GET /api/v1/accounts/{account_id}/cache_keys': (
-        "Read an account's cache keys",
-        'Epoch seconds of the last change of labels, inboxes and teams, for client '
-        'caches; sent with '
-        '`Cache-Control: max-age=10, private, stale-while-revalidate=300`.'
-        + _SIGNED_IN_NOTE,
-    ),
-    'POST /api/v1/accounts/{account_id}/update_active_at': (
-        'Heartbeat in an account',
-        "Stamps the caller's membership as active now: `availability_status` stays as "
-        'set for 5 minutes after the last heartbeat when `auto_offline` is on.'
-        + _SIGNED_IN_NOTE,
-    ),
-    'GET /api/v1/profile': (
-        'Read your profile',
-        'The user JSON of the caller.' + _SIGNED_IN_NOTE,
-    ),
-    'PUT /api/v1/profile': (
-        'Change your profile',
-        'Fields go under `profile`; only those sent change. A new `email` waits in '
-        '`unconfirmed_email` until the link mailed to it is used. A new `password` '
-        'needs `current_password` and ends every other session. As '
-        'multipart/form-data, `profile[avatar]` uploads an avatar (JPEG, PNG, GIF, '
-        'WebP).' + _SIGNED_IN_NOTE,
-    ),
-    'PATCH /api/v1/profile': (
-        'Change your profile',
-        'The same as PUT.' + _SIGNED_IN_NOTE,
-    ),
-    'DELETE /api/v1/profile/avatar': (
-        'Remove your avatar',
-        'Idempotent.' + _SIGNED_IN_NOTE,
-    ),
-    'POST /api/v1/profile/availability': (
-        'Set your availability in an account',
-        '`online`, `offline` or `busy`, for one of your accounts.' + _SIGNED_IN_NOTE,
-    ),
-    'POST /api/v1/profile/auto_offline': (
-        'Set auto-offline in an account',
-        'Whether you appear offline after 5 minutes without a heartbeat.'
-        + _SIGNED_IN_NOTE,
-    ),
-    'PUT /api/v1/profile/set_active_account': (
-        'Make an account your current one',
-        'It becomes the `account_id` of your user JSON.' + _SIGNED_IN_NOTE,
-    ),
-    'POST /api/v1/profile/reset_access_token': (
-        'Replace your API access token',
-        'A new `access_token`; the old one stops working at once. Needs the token '
-        'headers of a sign-in (403 with `api_access_token`).',
-    ),
-    'POST /api/v1/profile/resend_confirmation': (
-        'Mail the confirmation link again',
-        'When your address (or a pending new one) is unconfirmed, mails a fresh link; '
-        'otherwise sends nothing. Always 200 `{}`.' + _SIGNED_IN_NOTE,
-    ),
-    'POST /auth/sign_in': (
-        'Sign in',
-        'E-mail (any case) and password of a confirmed user. Wrong e-mail or password '
-        'are the same 401; an unconfirmed address is a 401 with '
-        '`error_code: user_not_confirmed`. 5 tries per IP per 5 minutes, 10 per '
-        'address per 15 minutes.'
-        + _TOKEN_NOTE
-        + ' A user with two-factor sign-in gets 206 '
-        '`{"mfa_required": true, "mfa_token"}` and no token headers instead; the '
-        'second request sends `mfa_token` with `otp_code` (or `backup_code`; an empty '
-        'one counts as absent) and signs in, at the session limit ending the least '
-        'recently active session (bad code 400, counted: 5 per token; bad, used or '
-        'expired token 401; 10 per IP and 10 per token a minute). A member of an '
-        'account that requires MFA, without it, gets 206 '
-        '`{"mfa_setup_required": true, "mfa_token"}`: that token, as the `mfa_token` '
-        'header, reaches only `/api/v1/profile/mfa*`.',
-    ),
-    'DELETE /auth/sign_out': (
-        'Sign out',
-        'Revokes the token of the request; it gets 401 afterwards. Needs the token '
-        'headers.',
-    ),
-    'GET /auth/validate_token': (
-        'Check your token',
-        'The user JSON when the credentials are valid, else 401.',
-    ),
-    'POST /auth/confirmation': (
-        'Confirm an e-mail address',
-        'With the `confirmation_token` of the mailed link '
-        '(`.../app/auth/confirmation?confirmation_token=T`): confirms the address (a '
-        'pending new one becomes `email`) and signs in. Tokens work once and expire '
-        'after 3 days.'
-        + _TOKEN_NOTE
-        + ' For a user with two-factor sign-in: confirms, then 206 with an `mfa_token` '
-        'for the second step of `POST /auth/sign_in`, no token headers.',
-    ),
-    'POST /auth/password': (
-        'Ask for a password reset link',
-        'Always the same answer, whether or not the address belongs to a user; a user '
-        'gets a link (`.../app/auth/password/edit?reset_password_token=T`), valid 6 '
-        'hours.',
-    ),
-    'PUT /auth/password': (
-        'Set a new password with a reset link',
-        'With the `reset_password_token` of the mailed link: sets the password, '
-        'confirms the address, ends every other session and signs in.'
-        + _TOKEN_NOTE
-        + ' For a user with two-factor sign-in: sets the password, ends every session, '
-        'then 206 with an `mfa_token` for the second step of `POST /auth/sign_in`, no '
-        'token headers.',
-    ),
-    'POST /resend_confirmation': (
-        'Mail the confirmation link again, signed out',
-        'For an address that is not confirmed yet (or a pending new one): mails a '
-        'fresh link. Always 200 `{}` with the same timing whether or not the address '
-        'belongs to a user. Rate limited like password reset requests; '
-        'hCaptcha-checked like sign-up when the operator set HCAPTCHA_SECRET.',
-    ),
-    'POST /auth/email_revert': (
-        'Undo an e-mail change',
-        'With the `token` of the link mailed to the old address when the address was '
-        'changed (`.../app/auth/email_revert?token=T`, valid 7 days): restores the old '
-        'address, cancels the pending change, ends every session and the access token, '
-        'clears the password and mails a password-reset link to the restored address. '
-        '200 `{}`; a bad token is 422 `Invalid token`.',
-    ),
-    'POST /auth/mfa_revert': (
-        'Undo turning two-factor sign-in on',
-        'With the `token` of the "this was not me" link of the MFA-enabled e-mail '
-        '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement off '
-        '(MFA and its recovery codes), ends every session and the access token, clears '
-        'the password and mails a password-reset link. 200 `{}`; a bad, used or '
-        'expired token, or one whose enablement has ended (MFA turned off, or off and '
-        "on again, since) or whose address is no longer the account's, is 422 "
-        '`Invalid token`.',
-    ),
-    'GET /api/v1/password_policy': (
-        'The password rules',
-        'What a new password must pass, so a client can show the rules before '
-        'submitting: 8 characters to 72 bytes, not a common password, not containing '
-        'your name or e-mail, not the current one (and not a known breached one when '
-        'the operator turned that check on).',
-    ),
-    'GET /api/v1/profile/sessions': (
-        'List your sessions',
-        'One entry per sign-in (device), most recently active first, unexpired only; '
-        '`current` marks this one. Browser, platform and device come from the '
-        'User-Agent of the sign-in. Token headers only (403 with `api_access_token`).',
-    ),
-    'DELETE /api/v1/profile/sessions': (
-        'End every other session',
-        'Signs out every device but this one; 200 `{"revoked": N}`. Token headers '
-        'only (403 with `api_access_token`).',
-    ),
-    'DELETE /api/v1/profile/sessions/{session_id}': (
-        'End one session',
-        'Signs that device out; 200 `{}`. This session itself is a 422 (sign out '
-        "instead); another user's or an unknown id is a 404. Token headers only.",
-    ),
-    'GET /api/v1/profile/audit_events': (
-        'Your security events',
-        'Sign-ins, password and e-mail changes, sessions ended and the like, newest '
-        'first; page with `before=<next_before>` and `limit` (at most 100).'
-        + _SIGNED_IN_NOTE,
-    ),
-    'GET /api/v1/accounts/{account_id}/audit_events': (
-        "An account's security events",
-        "The events that concern the account and its members' sign-ins, newest first, "
-        'paged like your own; filters `event`, `user_id`, `since`, `until`.'
-        + _ADMIN_NOTE,
-    ),
-    'DELETE /api/v1/accounts/{account_id}/agents/{user_id}/sessions': (
-        'Sign a member out everywhere',
-        'Ends every session of that member (and its access token with '
-        '`?include_access_token=true`); 200 `{"revoked": N}`. Not a member: 404.'
-        + _ADMIN_NOTE,
-    ),
-    'GET /api/v1/profile/access_tokens': (
-        'List your personal access tokens',
-        'Your live tokens, newest first, with their scopes, accounts, expiry and last '
-        'use (`last_used_at`, `last_used_ip`: written at most every 5 minutes); never '
-        'the token. Token headers only.',
-    ),
-    'POST /api/v1/profile/access_tokens': (
-        'Create a personal access token',
-        'A token for an integration: `name`, `scopes`, `account_ids` (null: every '
-        'account of yours, present and future) and `expires_in_days` (1 to 366). The '
-        '`token` is in this answer only: store it now. Needs a session that checked '
-        'the password or a second factor within the last 15 minutes '
-        '(`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`: sign in '
-        'again) and a confirmed address; at most 50 live tokens. You get a security '
-        'e-mail.',
-    ),
-    'DELETE /api/v1/profile/access_tokens/{token_id}': (
-        'Revoke a personal access token',
-        'It stops working at once; 200 `{}`. Not one of yours: 404. You get a '
-        'security e-mail. Token headers only.',
-    ),
-    'GET /api/v1/accounts/{account_id}/access_tokens': (
-        "Your members' personal access tokens",
-        'The live tokens of members of the account that can reach it (restricted to '
-        'it, or to every account of their user), with last use; never the token.'
-        + _ADMIN_NOTE
-        + ' Token headers only.',
-    ),
-    'DELETE /api/v1/accounts/{account_id}/access_tokens/{token_id}': (
-        "Revoke a member's personal access token",
-        'One of the tokens the list shows; it stops working at once (everywhere) and '
-        'its owner gets a security e-mail naming you. 200 `{}`; any other id: 404.'
-        + _ADMIN_NOTE
-        + ' Token headers only.',
-    ),
-    'GET /api/v1/profile/mfa': (
-        'Your two-factor sign-in',
-        'Whether it is on, and how many recovery codes are left; `feature_available` '
-        'is false while the server has no `SECRET_KEY`. Token headers of a sign-in '
-        '(403 with `api_access_token`), or the `mfa_token` header of an enrolment an '
-        'account requires.',
-    ),
-    'POST /api/v1/profile/mfa': (
-        'Start two-factor enrolment',
-        'A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL '
-        'for a QR code, and as text. MFA stays off until `/verify` gets a code from '
-        'it. No body is needed; a `password` sent is checked (422 when wrong). Token '
-        'headers or the enrolment `mfa_token`; never `api_access_token`.',
-    ),
-    'DELETE /api/v1/profile/mfa': (
-        'Turn two-factor sign-in off',
-        'Needs the password and a code (`otp_code` or `backup_code`; an empty one '
-        'counts as absent). A credential change: every other session, the access token '
-        'and open links end; you get a security e-mail. 5 a minute.',
-    ),
-    'POST /api/v1/profile/mfa/verify': (
-        'Turn two-factor sign-in on',
-        'The first code of the new secret turns MFA on and answers the 10 recovery '
-        'codes, shown this once. A credential change: every other session, the access '
-        'token and open links end; you get a security e-mail whose link (7 days) turns '
-        'this enablement off again. With the enrolment `mfa_token` it signs nobody in: '
-        'sign in again, with a code. 5 a minute.',
-    ),
-    'POST /api/v1/profile/mfa/backup_codes': (
-        'New recovery codes',
-        'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones stop '
-        'working. 5 a minute.',
-    ),
-    'GET /api': (
-        'Version and status',
-        'The service version, the time, and whether the database answers '
-        '(`data_services`); 200 either way. The mobile app calls it to accept a server '
-        'address.',
-    ),
-    'GET /healthz': (
-        'Liveness',
-        'Answers while the process runs; no database involved.',
-    ),
-    'GET /readyz': (
-        'Readiness',
-        'The database answers and every migration is applied; else 503.',
-    ),
-    'GET /api/v1/openapi.json': (
-        'This document',
-        'The OpenAPI 3.1 description of the API, which `/api/v1/docs` renders.',
-    ),
-}
-
 _NOW = '2026-01-15T09:30:00.000Z'
 _MEMBERSHIP = {
     'id': 42,
@@ -1047,6 +897,7 @@ _MEMBERSHIP = {
     'availability': 'online',
     'availability_status': 'online',
     'auto_offline': True,
+    'membership_status': 'active',
 }
 _USER = {
     'id': 7,
@@ -1164,6 +1015,38 @@ EXAMPLES = {
         'sessions': [{**_SESSION_EXAMPLE, 'current': False}],
     },
     'member_signed_out': {'revoked': 3},
+    'agent': {
+        'id': 8,
+        'account_id': 42,
+        'name': 'Grace Hopper',
+        'available_name': 'Grace',
+        'email': 'grace@example.com',
+        'role': 'agent',
+        'confirmed': True,
+        'availability_status': 'offline',
+        'auto_offline': True,
+        'thumbnail': '',
+        'membership_status': 'suspended',
+        'mfa_enabled': False,
+        'last_sign_in_at': _NOW,
+    },
+    'agents': [
+        {
+            'id': 7,
+            'account_id': 42,
+            'name': 'Ada Lovelace',
+            'available_name': 'Ada Lovelace',
+            'email': 'ada@example.com',
+            'role': 'administrator',
+            'confirmed': True,
+            'availability_status': 'online',
+            'auto_offline': True,
+            'thumbnail': '/avatars/Xk3v9Qp2.png',
+            'membership_status': 'active',
+            'mfa_enabled': True,
+            'last_sign_in_at': _NOW,
+        }
+    ],
     'cannot_revoke_current': {'error': 'You cannot revoke the current session.'},
     'audit_events': {
         'events': [
@@ -1257,6 +1140,18 @@ EXAMPLES = {
         'errors': ['Invalid login credentials. Please try again.'],
     },
     'invalid_token': {'success': False, 'errors': ['Invalid login credentials']},
+    'account_suspended': {
+        'success': False,
+        'error_code': 'account_suspended',
+        'errors': [
+            'Your access has been suspended by an administrator of every account you '
+            'belong to'
+        ],
+    },
+    'membership_suspended': {
+        'error': 'Your access to this account is suspended',
+        'error_code': 'membership_suspended',
+    },
     'sign_up_refused': {
         'message': 'You have already signed up for an account with ada@example.com'
     },
@@ -1325,42 +1220,20 @@ REQUEST_EXAMPLES = {
 }
 
 
-def _personal_note(operation):
-    """What a personal access token may do with the operation (SPEC 17)."""
-    scope = operation.get('x-personal-access-token-scope')
-    if scope:
-        return f' Personal access tokens need the `{scope}` scope.'
-    if operation['security']:
-        return ' Not for personal access tokens.'
-    return ''
-
-
 def describe(document):
-    """Add tags, summaries, descriptions and examples to a built document, in place."""
+    """Add tags and examples to a built document, in place."""
     document['tags'] = TAGS
     for path, operations in document['paths'].items():
-        for method, operation in operations.items():
-            summary, description = OPERATIONS.get(
-                f'{method.upper()} {path}', (None, None)
-            )
+        for operation in operations.values():
             operation['tags'] = [tag_for(path)]
-            if summary:
-                operation['summary'] = summary
-            if description:
-                operation['description'] = description + _personal_note(operation)
-            # JSON only: a form or multipart body shows its fields by itself.
             content = (
                 operation.get('requestBody', {})
                 .get('content', {})
                 .get('application/json')
             )
-            if (
-                content
-                and content['schema']['$ref'].rpartition('/')[2] in REQUEST_EXAMPLES
-            ):
-                content['example'] = REQUEST_EXAMPLES[
-                    content['schema']['$ref'].rpartition('/')[2]
-                ]
+            stem = content and content['schema']['$ref'].rpartition('/')[2]
+            if stem in REQUEST_EXAMPLES:
+                content['example'] = REQUEST_EXAMPLES[stem]
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
                 if name in EXAMPLES:

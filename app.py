@@ -17,7 +17,8 @@ import logs
 from middleware.access_log import AccessLog
 from middleware.auth import LEVELS
 from middleware.auth import RequireAccess
-from middleware.auth import RequireBodyAccess
+from middleware.auth import RequireBodyMembership
+from middleware.auth import RequireSessionFields
 from middleware.auth import SCOPED_LEVELS
 from middleware.auth import SCOPES
 from middleware.auth import TokenAuth
@@ -38,6 +39,7 @@ from resources import confirmations
 from resources import docs
 from resources import health
 from resources import JSON
+from resources import members
 from resources import mfa
 from resources import openapi
 from resources import password_policy
@@ -124,6 +126,15 @@ def routes(pool, queries, config, validators):
         (
             ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions',
             sessions.MemberSessions(pool, queries, config),
+        ),
+        (ACCOUNT + '/agents', members.AgentCollection(pool, queries, config)),
+        (
+            ACCOUNT + f'/agents/{{user_id:{ID}}}/suspend',
+            members.MemberStatus(pool, queries, config, 'suspended'),
+        ),
+        (
+            ACCOUNT + f'/agents/{{user_id:{ID}}}/reactivate',
+            members.MemberStatus(pool, queries, config, 'active'),
         ),
         ('/api/v1/profile/mfa', mfa.MFA(pool, queries, config)),
         (
@@ -259,7 +270,8 @@ def create_app(config=None, pool=None):
         GatherRequestFacts(),
         RequireAccess(pool, queries),
         JSONSchemaValidation(validators, config.avatar_max_bytes),
-        RequireBodyAccess(),
+        RequireSessionFields(),
+        RequireBodyMembership(),
     ]
     if config.cors_allowed_origins:
         # Near the front: its process_response runs after the error serializer and the

@@ -38,6 +38,18 @@ LEGACY_TOKEN_DISABLED_BODY = {
     'personal access token',
     'error_code': 'legacy_token_disabled',
 }
+MEMBERSHIP_SUSPENDED_BODY = {
+    'error': 'Your access to this account is suspended',
+    'error_code': 'membership_suspended',
+}
+ACCOUNT_SUSPENDED_BODY = {
+    'success': False,
+    'error_code': 'account_suspended',
+    'errors': [
+        'Your access has been suspended by an administrator of every account you '
+        'belong to'
+    ],
+}
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -105,6 +117,22 @@ class ReauthenticationRequired(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, REAUTHENTICATION_REQUIRED_BODY)
+
+
+class MembershipSuspended(APIError):
+    """The caller's membership of the account the request names is suspended
+    (SPEC 18)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, MEMBERSHIP_SUSPENDED_BODY)
+
+
+class AccountSuspended(APIError):
+    """A sign-in (or a link that would sign in) of a user whose every membership is
+    suspended (SPEC 18)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_401, ACCOUNT_SUSPENDED_BODY)
 
 
 class MFAUnavailable(APIError):

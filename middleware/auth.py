@@ -9,7 +9,9 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
   with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions);
 - ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
   requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
-- ``member``: a member of the account in the route's ``account_id`` (404 otherwise);
+- ``member``: a member of the account in the route's ``account_id`` (404 otherwise;
+  a suspended member gets 403 ``membership_suspended``, SPEC 18, whatever the
+  credential: ``membership_role`` below is the one check);
 - ``administrator``: an administrator of that account (an agent gets the role 401);
 - ``administrator_session``: as ``administrator``, signed in with the token headers:
   what touches the security of members (their sessions, the audit log) is refused to
@@ -17,8 +19,10 @@ Each resource declares ``access = {'GET': 'member', ...}`` with one level per me
 
 Some fields of a body are security settings although the rest of it is not: a resource
 lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
-that carries one needs the token headers too (RequireBodyAccess, after the body is
-parsed).
+that carries one needs the token headers too (RequireSessionFields, after the body is
+parsed). Likewise a profile endpoint that acts on a membership names the account in the
+body and declares where (``account_in_body``): RequireBodyMembership holds it to the
+same membership check (and to a personal access token's accounts).
 
 A method with a responder but no declaration is refused, so forgetting fails closed.
 
@@ -28,11 +32,11 @@ without a scope is refused to them with the 403 of ``session`` (every security r
 is such a method), so a new endpoint is closed to them until it says otherwise. A write
 scope includes its read scope. A token limited to some accounts (``account_ids``) gets
 403 ``insufficient_scope`` on the routes of any other account, before the membership is
-looked at; the membership itself is the one a session has, from the same look-up. A
-resource whose body names an account (``account_field = {'POST': ('profile',
-'account_id')}``) has that account held to the same rules once the body is parsed. The
-profile's access_token is refused on the routes of the accounts that set
-``restrict_legacy_access_token`` (403 ``legacy_token_disabled``).
+looked at; the membership itself is the one a session has (``membership_role``), from
+the same stored document; an account named in the body (``account_in_body``) is held
+to the same rules once the body is parsed. The profile's access_token is refused on the
+routes of the accounts that set ``restrict_legacy_access_token`` (403
+``legacy_token_disabled``).
 
 A member of an account that requires MFA, without MFA, is refused everywhere but the
 ``enrolment`` endpoints and sign-out with 403 ``mfa_enrollment_required``, whatever the
@@ -76,6 +80,9 @@ CREDENTIAL_FIELDS = ('access_token', 'pubsub_token')
 _CARRIES_CREDENTIAL = re.compile(rb'"(?:access_token|pubsub_token)"\s*:\s*"')
 
 
+_NONE_SUSPENDED = frozenset()
+
+
 class Caller:
     """The authenticated user: ids and roles for the access rules, and the user JSON."""
 
@@ -84,6 +91,7 @@ class Caller:
         'email',
         'doc_text',
         'roles',
+        'suspended',
         'token',
         'session_id',
         'mfa_enabled',
@@ -115,7 +123,19 @@ class Caller:
         # Authenticated with the mfa_token of an enrolment requirement (``enrolment``
         # only).
         self.setup = setup
-        self.roles = {entry['id']: entry['role'] for entry in doc.get('accounts', ())}
+        # {account id: role} of the active memberships, and the suspended ones apart
+        # (SPEC 18): membership_role below refuses those.
+        accounts = doc.get('accounts', ())
+        self.roles = {
+            entry['id']: entry['role']
+            for entry in accounts
+            if entry['membership_status'] == 'active'
+        }
+        self.suspended = (
+            frozenset(entry['id'] for entry in accounts) - self.roles.keys()
+            if len(self.roles) < len(accounts)
+            else _NONE_SUSPENDED
+        )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text
         # (raw token, client, expires_at) when authenticated with the token headers.
@@ -392,6 +412,22 @@ def check_account_reach(caller, account_id, scope):
         raise errors.LegacyTokenDisabled()
 
 
+def membership_role(caller, account_id):
+    """The caller's role in ``account_id``: 404 when not a member, 403
+    ``membership_suspended`` when the membership is suspended (SPEC 18).
+
+    The one membership check: routes with an account in the path (RequireAccess) and
+    endpoints that name one in the body (RequireBodyMembership) both ask here, whatever
+    the credential (a personal access token's accounts narrow it, SPEC 17).
+    """
+    if account_id in caller.suspended:
+        raise errors.MembershipSuspended()
+    role = caller.roles.get(account_id)
+    if role is None:
+        raise errors.NotFound()
+    return role
+
+
 class RequireAccess:
     """Enforce ``resource.access`` (and ``resource.scopes``) for the caller TokenAuth
     resolved.
@@ -436,9 +472,7 @@ class RequireAccess:
             return
         account_id = params['account_id']
         check_account_reach(caller, account_id, scope)
-        role = caller.roles.get(account_id)
-        if role is None:
-            raise errors.NotFound()
+        role = membership_role(caller, account_id)
         if level == 'administrator_session' and caller.token is None:
             raise errors.NeedsSession()
         if (
@@ -469,34 +503,43 @@ class RequireAccess:
             raise errors.NotAuthorized()
 
 
-class RequireBodyAccess:
-    """What a parsed body adds to the access rules (after JSONSchemaValidation).
+class RequireSessionFields:
+    """Refuse ``resource.session_fields`` in a body sent without the token headers.
 
-    ``resource.session_fields``: fields refused in a body sent without the token
-    headers; the rest of such a body is open to the level the method declares, these
-    fields are not (SPEC 3.4). ``resource.account_field``: where the body names an
-    account (availability, auto_offline, the active account); that account is held to
-    check_account_reach as a route's is.
+    Runs after the body is parsed (JSONSchemaValidation): the rest of such a body is
+    open to the level the method declares, these fields are not (SPEC 3.4).
     """
 
     def process_resource(self, req, resp, resource, params):
-        caller = req.context.get('caller')
-        doc = req.context.get('doc')
-        if caller is None or not isinstance(doc, dict):
-            return
         fields = getattr(resource, 'session_fields', {}).get(req.method)
-        if fields and caller.token is None and any(field in doc for field in fields):
+        caller = req.context.get('caller')
+        if not fields or caller is None or caller.token is not None:
+            return
+        doc = req.context.get('doc')
+        if isinstance(doc, dict) and any(field in doc for field in fields):
             raise errors.NeedsSession()
-        path = getattr(resource, 'account_field', {}).get(req.method)
-        if path:
-            *parents, key = path
-            for parent in parents:
-                doc = doc.get(parent) if isinstance(doc, dict) else None
-            account_id = doc.get(key) if isinstance(doc, dict) else None
-            # Validated: an integer, or a float JSON Schema counts as one (30.0).
-            if isinstance(account_id, (int, float)) and not isinstance(
-                account_id, bool
-            ):
-                check_account_reach(
-                    caller, int(account_id), scope_for(resource, req.method)
-                )
+
+
+class RequireBodyMembership:
+    """Hold an account named in the body to the membership check of the access matrix.
+
+    A profile endpoint that acts on one of the caller's memberships names its account in
+    the body (``{"profile": {"account_id": 42}}``) and declares where, per method:
+    ``account_in_body = {'POST': ('profile', 'account_id')}``. Runs after the body is
+    validated; the answers are those of an account in the route (404 not a member, 403
+    suspended).
+    """
+
+    def process_resource(self, req, resp, resource, params):
+        path = getattr(resource, 'account_in_body', {}).get(req.method)
+        caller = req.context.get('caller')
+        if not path or caller is None:
+            return
+        value = req.context.get('doc')
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        # Validated: an integer, or a float JSON Schema counts as one (30.0), which the
+        # resource reads as that integer.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            check_account_reach(caller, int(value), scope_for(resource, req.method))
+            membership_role(caller, int(value))

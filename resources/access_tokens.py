@@ -32,11 +32,26 @@ class PersonalAccessTokenCollection:
         self._config = config
 
     def on_get(self, req, resp):
+        """List your personal access tokens
+
+        Your live tokens, newest first, with their scopes, accounts, expiry and last use
+        (`last_used_at`, `last_used_ip`: written at most every 5 minutes); never the
+        token. Token headers only.
+        """
         with self._pool.connection() as conn:
             doc = personal_tokens.list_for(conn, self._queries, req.context.caller.id)
         send_json_text(resp, doc)
 
     def on_post(self, req, resp):
+        """Create a personal access token
+
+        A token for an integration: `name`, `scopes`, `account_ids` (null: every
+        account of yours, present and future) and `expires_in_days` (1 to 366). The
+        `token` is in this answer only: store it now. Needs a session that checked the
+        password or a second factor within the last 15 minutes
+        (`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`: sign in again)
+        and a confirmed address; at most 50 live tokens. You get a security e-mail.
+        """
         caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():
             created = personal_tokens.create(
@@ -64,6 +79,11 @@ class PersonalAccessTokenItem:
         self._config = config
 
     def on_delete(self, req, resp, token_id):
+        """Revoke a personal access token
+
+        It stops working at once; 200 `{}`. Not one of yours: 404. You get a security
+        e-mail. Token headers only.
+        """
         with self._pool.connection() as conn, conn.transaction():
             if not personal_tokens.revoke(
                 conn,
@@ -88,6 +108,13 @@ class AccountPersonalAccessTokens:
         self._queries = queries
 
     def on_get(self, req, resp, account_id):
+        """Your members' personal access tokens
+
+        The live tokens of members of the account that can reach it (restricted to it,
+        or to every account of their user), with last use; never the token.
+        Administrators of the account only (an agent gets 401 with the role body); token
+        headers only.
+        """
         with self._pool.connection() as conn:
             doc = personal_tokens.list_for_account(conn, self._queries, account_id)
         send_json_text(resp, doc)
@@ -105,6 +132,13 @@ class AccountPersonalAccessTokenItem:
         self._config = config
 
     def on_delete(self, req, resp, account_id, token_id):
+        """Revoke a member's personal access token
+
+        One of the tokens the list shows; it stops working at once (everywhere) and its
+        owner gets a security e-mail naming you. 200 `{}`; any other id: 404.
+        Administrators of the account only (an agent gets 401 with the role body); token
+        headers only.
+        """
         with self._pool.connection() as conn, conn.transaction():
             if not personal_tokens.revoke_for_account(
                 conn,

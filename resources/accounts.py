@@ -48,6 +48,16 @@ class AccountCollection:
         self._validate = validators['account_create'].check
 
     def on_post(self, req, resp):
+        """Sign up, or add an account
+
+        Without credentials: creates the user (unconfirmed), the account, the
+        administrator membership and the API access token, and mails a confirmation
+        link; sign-in needs the confirmed address. With credentials: adds a new account
+        to the caller as its administrator (only `account_name` needed). Refused
+        parameters are a 403 with a message (SPEC 4.1); 5 sign-ups per IP per 30
+        minutes. Answers with the five token headers (`access-token`, `token-type`,
+        `client`, `expiry`, `uid`).
+        """
         doc, caller = req.context.doc, req.context.caller
         if not isinstance(doc, dict):
             raise errors.Forbidden(INVALID_PARAMS)
@@ -145,6 +155,11 @@ class AccountItem:
         self._fields = tuple(validators['account_update'].schema['properties'])
 
     def on_get(self, req, resp, account_id):
+        """Read an account
+
+        The account, for its members; anyone else gets 404. Needs the token headers of a
+        sign-in or `api_access_token`.
+        """
         with self._pool.connection() as conn:
             row = conn.execute(
                 self._document_sql, {'account_id': account_id}
@@ -152,6 +167,13 @@ class AccountItem:
         _send_row(resp, row)
 
     def on_put(self, req, resp, account_id):
+        """Change an account
+
+        Only the fields sent change; `timezone`, `industry` and `company_size` are kept
+        in `custom_attributes`. All failures are reported together in one 422, and
+        nothing is written then. Administrators of the account only (an agent gets 401
+        with the role body).
+        """
         doc = req.context.doc
         patch = {key: doc[key] for key in self._fields if key in doc}
         # Requiring MFA of everyone starts with oneself: otherwise the administrator's
@@ -187,6 +209,13 @@ class AccountCacheKeys:
         self._cache_keys_sql = queries['accounts.cache_keys']
 
     def on_get(self, req, resp, account_id):
+        """Read an account's cache keys
+
+        Epoch seconds of the last change of labels, inboxes and teams, for client
+        caches; sent with `Cache-Control: max-age=10, private,
+        stale-while-revalidate=300`. Needs the token headers of a sign-in or
+        `api_access_token`.
+        """
         with self._pool.connection() as conn:
             row = conn.execute(
                 self._cache_keys_sql, {'account_id': account_id}
@@ -207,6 +236,12 @@ class AccountActiveAt:
         self._stamp_sql = queries['memberships.stamp_active']
 
     def on_post(self, req, resp, account_id):
+        """Heartbeat in an account
+
+        Stamps the caller's membership as active now: `availability_status` stays as set
+        for 5 minutes after the last heartbeat when `auto_offline` is on. Needs the
+        token headers of a sign-in or `api_access_token`.
+        """
         with self._pool.connection() as conn:
             conn.execute(
                 self._stamp_sql,

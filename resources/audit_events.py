@@ -37,6 +37,12 @@ class ProfileAuditEvents:
         self._list_sql = queries['audit.for_user']
 
     def on_get(self, req, resp):
+        """Your security events
+
+        Sign-ins, password and e-mail changes, sessions ended and the like, newest
+        first; page with `before=<next_before>` and `limit` (at most 100). Needs the
+        token headers of a sign-in or `api_access_token`.
+        """
         with self._pool.connection() as conn:
             row = conn.execute(
                 self._list_sql,
@@ -57,6 +63,12 @@ class AccountAuditEvents:
         self._list_sql = queries['audit.for_account']
 
     def on_get(self, req, resp, account_id):
+        """An account's security events
+
+        The events that concern the account and its members' sign-ins, newest first,
+        paged like your own; filters `event`, `user_id`, `since`, `until`.
+        Administrators of the account only (an agent gets 401 with the role body).
+        """
         query = req.context.query
         with self._pool.connection() as conn:
             row = conn.execute(

@@ -37,7 +37,9 @@ class Confirmation:
     """Confirm the address a confirmation link was mailed to, and sign in (SPEC 3.1)."""
 
     access = {'POST': 'public'}
-    responses = {'POST': {200: 'signed_in', 206: 'mfa_challenge'}}
+    responses = {
+        'POST': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'}
+    }
     schemas = {'POST': 'confirmation_create'}
 
     def __init__(self, pool, queries, config):
@@ -46,6 +48,16 @@ class Confirmation:
         self._config = config
 
     def on_post(self, req, resp):
+        """Confirm an e-mail address
+
+        With the `confirmation_token` of the mailed link
+        (`.../app/auth/confirmation?confirmation_token=T`): confirms the address (a
+        pending new one becomes `email`) and signs in. Tokens work once and expire after
+        3 days. Answers with the five token headers (`access-token`, `token-type`,
+        `client`, `expiry`, `uid`). For a user with two-factor sign-in: confirms, then
+        206 with an `mfa_token` for the second step of `POST /auth/sign_in`, no token
+        headers.
+        """
         digest = _digest(req.context.doc, 'confirmation_token')
         # A pending address taken by someone else meanwhile fails the UPDATE on
         # users_email_key, which errors.py answers with "Email has already been taken".
@@ -112,7 +124,7 @@ class Password:
     access = {'POST': 'public', 'PUT': 'public'}
     responses = {
         'POST': {200: 'reset_requested'},
-        'PUT': {200: 'signed_in', 206: 'mfa_challenge'},
+        'PUT': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'},
     }
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
@@ -126,6 +138,12 @@ class Password:
         self._validator = validators['password_reset_update']
 
     def on_post(self, req, resp):
+        """Ask for a password reset link
+
+        Always the same answer, whether or not the address belongs to a user; a user
+        gets a link (`.../app/auth/password/edit?reset_password_token=T`), valid 6
+        hours.
+        """
         email = req.context.doc.get('email')
         # No mail to what is not one address (SPEC 3.3: "root,victim@example.com").
         if addresses.is_valid(email):
@@ -137,6 +155,14 @@ class Password:
         resp.media = RESET_REQUESTED
 
     def on_put(self, req, resp):
+        """Set a new password with a reset link
+
+        With the `reset_password_token` of the mailed link: sets the password, confirms
+        the address, ends every other session and signs in. Answers with the five token
+        headers (`access-token`, `token-type`, `client`, `expiry`, `uid`). For a user
+        with two-factor sign-in: sets the password, ends every session, then 206 with an
+        `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.
+        """
         doc = req.context.doc
         digest = _digest(doc, 'reset_password_token')
         problems = self._password_problems(doc)
@@ -266,6 +292,27 @@ class RevertLink:
     access = {'POST': 'public'}
     responses = {'POST': {200: 'empty'}}
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
+    # kind: (summary, description) of its route in the API reference.
+    DESCRIPTIONS = {
+        'email_revert': (
+            'Undo an e-mail change',
+            'With the `token` of the link mailed to the old address when the address '
+            'was changed (`.../app/auth/email_revert?token=T`, valid 7 days): restores '
+            'the old address, cancels the pending change, ends every session and the '
+            'access token, clears the password and mails a password-reset link to the '
+            'restored address. 200 `{}`; a bad token is 422 `Invalid token`.',
+        ),
+        'mfa_revert': (
+            'Undo turning two-factor sign-in on',
+            'With the `token` of the "this was not me" link of the MFA-enabled e-mail '
+            '(`.../app/auth/mfa_revert?token=T`, valid 7 days): turns that enablement '
+            'off (MFA and its recovery codes), ends every session and the access '
+            'token, clears the password and mails a password-reset link. 200 `{}`; a '
+            'bad, used or expired token, or one whose enablement has ended (MFA turned '
+            'off, or off and on again, since) or whose address is no longer the '
+            "account's, is 422 `Invalid token`.",
+        ),
+    }
 
     def __init__(self, pool, queries, config, kind):
         self._pool = pool
@@ -279,6 +326,7 @@ class RevertLink:
         }[kind]
         self._reason = kind
         self.schemas = {'POST': kind}
+        self.descriptions = {'POST': self.DESCRIPTIONS[kind]}
 
     def on_post(self, req, resp):
         digest = _digest(req.context.doc, 'token')
@@ -320,6 +368,12 @@ class ResendConfirmation:
         self._config = config
 
     def on_post(self, req, resp):
+        """Mail the confirmation link again
+
+        When your address (or a pending new one) is unconfirmed, mails a fresh link;
+        otherwise sends nothing. Always 200 `{}`. Needs the token headers of a sign-in
+        or `api_access_token`.
+        """
         _resend(self._pool, self._queries, self._config, user_id=req.context.caller.id)
         resp.media = {}
 
@@ -344,6 +398,13 @@ class PublicResendConfirmation:
         self._config = config
 
     def on_post(self, req, resp):
+        """Mail the confirmation link again, signed out
+
+        For an address that is not confirmed yet (or a pending new one): mails a fresh
+        link. Always 200 `{}` with the same timing whether or not the address belongs to
+        a user. Rate limited like password reset requests; hCaptcha-checked like sign-up
+        when the operator set HCAPTCHA_SECRET.
+        """
         doc = req.context.doc
         captcha.verify(
             self._config, doc.get('h_captcha_client_response'), req.context.client_ip

@@ -23,6 +23,10 @@ class Health:
     responses = {'GET': {200: 'health'}}
 
     def on_get(self, req, resp):
+        """Liveness
+
+        Answers while the process runs; no database involved.
+        """
         resp.media = {'status': 'ok'}
 
 
@@ -38,6 +42,10 @@ class Ready:
         self._expected = {path.stem for path in db.migration_files()}
 
     def on_get(self, req, resp):
+        """Readiness
+
+        The database answers and every migration is applied; else 503.
+        """
         rows = _ask(self._pool, self._applied_sql, timeout=2)
         applied = None if rows is None else {row['version'] for row in rows}
         missing = None if applied is None else sorted(self._expected - applied)
@@ -68,6 +76,12 @@ class ApiInfo:
         self._ping_sql = queries['health.ping']
 
     def on_get(self, req, resp):
+        """Version and status
+
+        The service version, the time, and whether the database answers
+        (`data_services`); 200 either way. The mobile app calls it to accept a server
+        address.
+        """
         answered = _ask(self._pool, self._ping_sql, timeout=1) is not None
         resp.media = {
             'version': VERSION,

@@ -39,12 +39,26 @@ class MFA:
         self._config = config
 
     def on_get(self, req, resp):
+        """Your two-factor sign-in
+
+        Whether it is on, and how many recovery codes are left; `feature_available` is
+        false while the server has no `SECRET_KEY`. Token headers of a sign-in (403 with
+        `api_access_token`), or the `mfa_token` header of an enrolment an account
+        requires.
+        """
         with self._pool.connection() as conn:
             resp.media = mfa.status(
                 conn, self._queries, self._config, req.context.caller.id
             )
 
     def on_post(self, req, resp):
+        """Start two-factor enrolment
+
+        A new TOTP secret (RFC 6238, SHA-1, 6 digits, 30 s) as an `otpauth://` URL for a
+        QR code, and as text. MFA stays off until `/verify` gets a code from it. No body
+        is needed; a `password` sent is checked (422 when wrong). Token headers or the
+        enrolment `mfa_token`; never `api_access_token`.
+        """
         mfa.require_available(self._config)
         caller, password = req.context.caller, req.context.doc.get('password')
         # The password, when sent, spends the caller's guessing budget (SPEC 3.4).
@@ -65,6 +79,12 @@ class MFA:
         resp.cache_control = NO_STORE
 
     def on_delete(self, req, resp):
+        """Turn two-factor sign-in off
+
+        Needs the password and a code (`otp_code` or `backup_code`; an empty one counts
+        as absent). A credential change: every other session, the access token and open
+        links end; you get a security e-mail. 5 a minute.
+        """
         mfa.require_available(self._config)
         doc, caller = req.context.doc, req.context.caller
         with self._pool.connection() as conn:
@@ -109,6 +129,23 @@ class MFACodeAction:
         ),
     }
 
+    # action: (summary, description) of its route in the API reference.
+    DESCRIPTIONS = {
+        'verify': (
+            'Turn two-factor sign-in on',
+            'The first code of the new secret turns MFA on and answers the 10 recovery '
+            'codes, shown this once. A credential change: every other session, the '
+            'access token and open links end; you get a security e-mail whose link (7 '
+            'days) turns this enablement off again. With the enrolment `mfa_token` it '
+            'signs nobody in: sign in again, with a code. 5 a minute.',
+        ),
+        'backup_codes': (
+            'New recovery codes',
+            'Behind a TOTP code: 10 new recovery codes, shown this once; the old ones '
+            'stop working. 5 a minute.',
+        ),
+    }
+
     def __init__(self, pool, queries, config, action):
         self._pool = pool
         self._queries = queries
@@ -116,6 +153,7 @@ class MFACodeAction:
         schema, response, self._action = self.ACTIONS[action]
         self.schemas = {'POST': schema}
         self.responses = {'POST': {200: response, 403: 'mfa_unavailable'}}
+        self.descriptions = {'POST': self.DESCRIPTIONS[action]}
 
     def on_post(self, req, resp):
         mfa.require_available(self._config)

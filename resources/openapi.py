@@ -20,5 +20,9 @@ class OpenAPIDocument:
         self._body = orjson.dumps(self.document)
 
     def on_get(self, req, resp):
+        """This document
+
+        The OpenAPI 3.1 description of the API, which `/api/v1/docs` renders.
+        """
         resp.data = self._body
         resp.content_type = JSON

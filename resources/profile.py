@@ -59,10 +59,23 @@ class Profile:
         self._validator = validators['profile_update']
 
     def on_get(self, req, resp):
+        """Read your profile
+
+        The user JSON of the caller. Needs the token headers of a sign-in or
+        `api_access_token`.
+        """
         # TokenAuth rendered the user JSON in the query that authenticated the caller.
         send_json_text(resp, req.context.caller.doc_text)
 
     def on_put(self, req, resp):
+        """Change your profile
+
+        Fields go under `profile`; only those sent change. A new `email` waits in
+        `unconfirmed_email` until the link mailed to it is used. A new `password` needs
+        `current_password` and ends every other session. Needs the token headers of a
+        sign-in or `api_access_token`. As multipart/form-data, `profile[avatar]` uploads
+        an avatar (JPEG, PNG, GIF, WebP).
+        """
         caller = req.context.caller
         keep_client = caller.token[1] if caller.token else None
         with self._pool.connection() as conn:
@@ -135,6 +148,10 @@ class ProfileAvatar:
         self._config = config
 
     def on_delete(self, req, resp):
+        """Remove your avatar
+
+        Idempotent. Needs the token headers of a sign-in or `api_access_token`.
+        """
         with self._pool.connection() as conn:
             doc = profiles.remove_avatar(
                 conn, self._queries, self._config, req.context.caller.id
@@ -145,13 +162,27 @@ class ProfileAvatar:
 class ProfileMembershipSetting:
     """POST /availability or /auto_offline: one setting of the caller's membership.
 
-    404 when the caller is not a member of ``account_id`` (the UPDATE finds no row).
+    404 when the caller is not a member of ``account_id``, 403 when that membership is
+    suspended (RequireBodyMembership; the UPDATE finding no row is a 404 too).
     """
 
     access = {'POST': 'user'}
     scopes = {'POST': 'profile:write'}
-    account_field = {'POST': ('profile', 'account_id')}
+    account_in_body = {'POST': ('profile', 'account_id')}
     responses = {'POST': {200: 'user', 404: 'not_found'}}
+    # field: (summary, description) of its route in the API reference.
+    DESCRIPTIONS = {
+        'availability': (
+            'Set your availability in an account',
+            '`online`, `offline` or `busy`, for one of your accounts. Needs the token '
+            'headers of a sign-in or `api_access_token`.',
+        ),
+        'auto_offline': (
+            'Set auto-offline in an account',
+            'Whether you appear offline after 5 minutes without a heartbeat. Needs the '
+            'token headers of a sign-in or `api_access_token`.',
+        ),
+    }
 
     def __init__(self, pool, queries, config, field, schema, set_sql):
         self._pool = pool
@@ -159,6 +190,7 @@ class ProfileMembershipSetting:
         self._config = config
         self._field = field
         self.schemas = {'POST': schema}
+        self.descriptions = {'POST': self.DESCRIPTIONS[field]}
         self._set_sql = set_sql
 
     def on_post(self, req, resp):
@@ -179,7 +211,7 @@ class ProfileMembershipSetting:
 class ProfileActiveAccount:
     access = {'PUT': 'user'}
     scopes = {'PUT': 'profile:write'}
-    account_field = {'PUT': ('profile', 'account_id')}
+    account_in_body = {'PUT': ('profile', 'account_id')}
     responses = {'PUT': {200: 'empty', 404: 'not_found'}}
     schemas = {'PUT': 'profile_active_account'}
 
@@ -188,6 +220,11 @@ class ProfileActiveAccount:
         self._stamp_sql = queries['memberships.stamp_active']
 
     def on_put(self, req, resp):
+        """Make an account your current one
+
+        It becomes the `account_id` of your user JSON. Needs the token headers of a
+        sign-in or `api_access_token`.
+        """
         params = {
             'user_id': req.context.caller.id,
             'account_id': int(req.context.doc['profile']['account_id']),
@@ -211,6 +248,11 @@ class ProfileAccessToken:
         self._config = config
 
     def on_post(self, req, resp):
+        """Replace your API access token
+
+        A new `access_token`; the old one stops working at once. Needs the token headers
+        of a sign-in (403 with `api_access_token`).
+        """
         caller = req.context.caller
         with self._pool.connection() as conn:
             with conn.transaction():

@@ -45,7 +45,7 @@ class SignIn:
             200: 'signed_in',
             206: 'mfa_challenge',
             400: 'invalid_code',
-            401: ('invalid_login', 'invalid_mfa_token'),
+            401: ('invalid_login', 'invalid_mfa_token', 'account_suspended'),
             409: 'sessions_limit_reached',
         }
     }
@@ -66,6 +66,23 @@ class SignIn:
         self._config = config
 
     def on_post(self, req, resp):
+        """Sign in
+
+        E-mail (any case) and password of a confirmed user. Wrong e-mail or password are
+        the same 401; an unconfirmed address is a 401 with `error_code:
+        user_not_confirmed`. 5 tries per IP per 5 minutes, 10 per address per 15
+        minutes. Answers with the five token headers (`access-token`, `token-type`,
+        `client`, `expiry`, `uid`). A user with two-factor sign-in gets 206
+        `{"mfa_required": true, "mfa_token"}` and no token headers instead; the second
+        request sends `mfa_token` with `otp_code` (or `backup_code`; an empty one counts
+        as absent) and signs in, at the session limit ending the least recently active
+        session (bad code 400, counted: 5 per token; bad, used or expired token 401; 10
+        per IP and 10 per token a minute). A member of an account that requires MFA,
+        without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as
+        the `mfa_token` header, reaches only `/api/v1/profile/mfa*`. A user whose every
+        membership an administrator suspended gets 401 `account_suspended` for the right
+        password (and at the second step), and no session.
+        """
         doc = req.context.doc
         if doc.get('mfa_token') is not None:
             return self._second_step(req, resp, doc)
@@ -139,24 +156,38 @@ class SignIn:
                 )
         except sessions.PasswordChanged:
             self._failed(req, email, 'password')
+        except errors.AccountSuspended as refused:
+            self._failed(req, email, 'suspended', refused.body)
 
     def _second_step(self, req, resp, doc):
         """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why
         not."""
         with self._pool.connection() as conn:
-            with conn.transaction():
-                user, factor = mfa.answer_challenge(
-                    conn,
-                    self._queries,
-                    self._config,
-                    doc.get('mfa_token'),
-                    doc.get('otp_code'),
-                    doc.get('backup_code'),
-                    facts=req.context.facts,
+            try:
+                with conn.transaction():
+                    user, factor = mfa.answer_challenge(
+                        conn,
+                        self._queries,
+                        self._config,
+                        doc.get('mfa_token'),
+                        doc.get('otp_code'),
+                        doc.get('backup_code'),
+                        facts=req.context.facts,
+                    )
+                    session = factor and self._sign_in(
+                        conn,
+                        req,
+                        doc,
+                        user,
+                        user['encrypted_password'],
+                        second_factor=True,
+                    )
+            except errors.AccountSuspended:
+                # Rolled back: nothing of the step stays but this row.
+                audit.record_sign_in_failure(
+                    conn, self._queries, user['email'], 'suspended', req.context.facts
                 )
-                session = factor and self._sign_in(
-                    conn, req, doc, user, user['encrypted_password'], second_factor=True
-                )
+                raise
             # After the commit: a wrong code must stay counted.
             if factor is None:
                 audit.record_sign_in_failure(
@@ -230,6 +261,11 @@ class SignOut:
         self._queries = queries
 
     def on_delete(self, req, resp):
+        """Sign out
+
+        Revokes the token of the request; it gets 401 afterwards. Needs the token
+        headers.
+        """
         caller = req.context.caller
         if caller.token is None:
             # api_access_token is no sign-in: there is nothing to sign out of, and a
@@ -253,6 +289,10 @@ class ValidateToken:
     responses = {'GET': {200: 'token_valid', 401: 'invalid_token'}}
 
     def on_get(self, req, resp):
+        """Check your token
+
+        The user JSON when the credentials are valid, else 401.
+        """
         caller = req.context.caller
         if caller is None:
             raise errors.Unauthenticated(INVALID_TOKEN)
@@ -276,6 +316,12 @@ class ProfileSessionCollection:
         self._config = config
 
     def on_get(self, req, resp):
+        """List your sessions
+
+        One entry per sign-in (device), most recently active first, unexpired only;
+        `current` marks this one. Browser, platform and device come from the User-Agent
+        of the sign-in. Token headers only (403 with `api_access_token`).
+        """
         caller = req.context.caller
         with self._pool.connection() as conn:
             row = sessions.list_for(
@@ -284,6 +330,11 @@ class ProfileSessionCollection:
         send_json_text(resp, row['sessions'])
 
     def on_delete(self, req, resp):
+        """End every other session
+
+        Signs out every device but this one; 200 `{"revoked": N}`. Token headers only
+        (403 with `api_access_token`).
+        """
         caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():
             revoked = sessions.revoke_others(
@@ -306,6 +357,11 @@ class ProfileSessionItem:
         self._queries = queries
 
     def on_delete(self, req, resp, session_id):
+        """End one session
+
+        Signs that device out; 200 `{}`. This session itself is a 422 (sign out
+        instead); another user's or an unknown id is a 404. Token headers only.
+        """
         caller = req.context.caller
         if session_id == caller.session_id:
             raise errors.APIError(falcon.HTTP_422, CANNOT_REVOKE_CURRENT)
@@ -331,6 +387,12 @@ class MemberSessions:
         self._config = config
 
     def on_delete(self, req, resp, account_id, user_id):
+        """Sign a member out everywhere
+
+        Ends every session of that member (and its access token with
+        `?include_access_token=true`); 200 `{"revoked": N}`. Not a member: 404.
+        Administrators of the account only (an agent gets 401 with the role body).
+        """
         caller = req.context.caller
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():

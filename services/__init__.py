@@ -9,7 +9,7 @@ not import which (tests/test_layers.py holds every import to both).
 # rows, sessions and security e-mails, and imports only audit; in credentials, mail
 # (security_mail) could not use it.
 PARTS = {
-    'accounts': ('profiles', 'users', 'avatars', 'captcha'),
+    'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships'),
     'credentials': (
         'credentials',
         'passwords',

@@ -33,6 +33,9 @@ EVENTS = (
     'personal_access_token_revoked',
     'session_revoked',
     'sessions_ended_by_administrator',
+    # SPEC 18: an administrator suspends or reactivates a member of the account.
+    'member_suspended',
+    'member_reactivated',
     'account_settings_changed',
     'access_refused',
     # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget
@@ -44,7 +47,7 @@ EVENTS = (
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
-FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited')
+FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited', 'suspended')
 USER_AGENT_LIMIT = 512
 IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer
 _SECRET_KEY = re.compile(r'password|token|secret|otp|code|digest', re.IGNORECASE)

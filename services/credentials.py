@@ -121,3 +121,22 @@ def announce(
         security_mail.send_to_user(
             conn, queries, config, mail_kind, user_id, facts, mail_extra
         )
+
+
+def lock_out(conn, queries, user_id):
+    """End every credential of a member whose every membership is suspended (SPEC 18):
+    sessions, the access token, personal access tokens (SPEC 17), pending second steps.
+
+    Inside the suspension's transaction, with the user row locked and the membership
+    already suspended (services/memberships.py). Returns how many sessions ended, or
+    None when the user still has an active membership (then nothing is done).
+    """
+    row = conn.execute(
+        queries['credentials.lock_out'],
+        {
+            'user_id': user_id,
+            'access_token': tokens.new_token(),
+            'pubsub_token': tokens.new_token(),
+        },
+    ).fetchone()
+    return None if row is None else row['revoked']

@@ -28,6 +28,7 @@ from services import guessing
 from services import mail
 from services import passwords
 from services import security_mail
+from services import sessions
 import tokens
 
 log = logging.getLogger('frontdesk')
@@ -479,8 +480,11 @@ def issue_challenge(conn, queries, user_id, email, kind):
     """The 206 body of SPEC 12 with a new token of ``kind``.
 
     Issue it after any credential change in the same transaction: that voids every
-    one-time token of the user, this one included.
+    one-time token of the user, this one included. A locked-out member gets none
+    (401 ``account_suspended``, SPEC 18): the refusal rolls the transaction back, so a
+    reset or confirmation that would end in a challenge changes nothing either.
     """
+    sessions.refuse_locked_out(conn, queries, user_id)
     if kind == 'mfa_challenge':
         return {
             'mfa_required': True,

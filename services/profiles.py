@@ -276,7 +276,9 @@ def _check(config, validator, doc, profile, user, checks):
             and passwords.check_password(current, user['encrypted_password']),
         ):
             raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
-    problems = dict(validator.errors(doc))
+    # An avatar alone (multipart) has no field to check; the schema's "not blank" is
+    # for a profile sent without one.
+    problems = dict(validator.errors(doc)) if profile else {}
     confirmation = profile.get('password_confirmation')
     if (
         _changes_password(profile)

@@ -44,6 +44,14 @@ KINDS = {
         'You were signed out everywhere',
         'An administrator ended every session of your Frontdesk account.',
     ),
+    'member_suspended': (
+        'Your access to an account was suspended',
+        'An administrator suspended your access to an account on Frontdesk.',
+    ),
+    'member_reactivated': (
+        'Your access to an account is back',
+        'An administrator reactivated your access to an account on Frontdesk.',
+    ),
     'mfa_enabled': (
         'Two-factor sign-in was turned on',
         'Two-factor sign-in was turned on for your Frontdesk account.',

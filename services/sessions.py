@@ -5,6 +5,7 @@ import datetime
 
 import orjson
 
+import errors
 from services import audit
 from services import devices
 from services import security_mail
@@ -49,11 +50,12 @@ def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker
     """Store a new session for ``user_id``; return its Issued.
 
     Must run inside a transaction: the user row stays locked until it commits, so
-    parallel sign-ins of one user cannot overrun MAX_USER_SESSIONS. At the cap the
-    least recently active session ends, unless ``picker`` (a browser's password
+    parallel sign-ins of one user cannot overrun MAX_USER_SESSIONS, and a suspension
+    cannot slip between the check of refuse_locked_out and the new session. At the cap
+    the least recently active session ends, unless ``picker`` (a browser's password
     sign-in), which raises LimitReached instead.
     """
-    row = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    row = refuse_locked_out(conn, queries, user_id)
     # A password sign-in checked both a moment ago, outside this lock.
     if verified_hash is not None and row['encrypted_password'] != verified_hash:
         raise PasswordChanged()
@@ -76,6 +78,24 @@ def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker
         },
     ).fetchone()
     return Issued(token, client, issued['expires_at'], issued['id'])
+
+
+def refuse_locked_out(conn, queries, user_id):
+    """Lock the user row; 401 ``account_suspended`` when every membership of the user
+    is suspended (SPEC 18). Returns the locked row (users.lock_for_token).
+
+    Every session (issue) and every sign-in challenge (mfa.issue_challenge) is issued
+    behind this check, so no path that signs in (password, second step, reset,
+    confirmation) lets a locked-out member in. A suspension locks the same row
+    (services/memberships.py): a sign-in racing it either commits first, and the
+    suspension then revokes what it issued, or waits and is refused here.
+    """
+    row = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    if conn.execute(queries['users.locked_out'], {'user_id': user_id}).fetchone()[
+        'locked_out'
+    ]:
+        raise errors.AccountSuspended()
+    return row
 
 
 def list_for(conn, queries, config, user_id, current_id=NO_SESSION):

@@ -84,6 +84,80 @@ BEGIN
 END
 $$;
 
+CREATE TABLE public.account_users (
+    id bigint NOT NULL,
+    account_id bigint NOT NULL,
+    user_id bigint NOT NULL,
+    role text DEFAULT 'agent'::text NOT NULL,
+    availability text DEFAULT 'online'::text NOT NULL,
+    auto_offline boolean DEFAULT true NOT NULL,
+    active_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    CONSTRAINT account_users_availability_check CHECK ((availability = ANY (ARRAY['online'::text, 'offline'::text, 'busy'::text]))),
+    CONSTRAINT account_users_role_check CHECK ((role = ANY (ARRAY['agent'::text, 'administrator'::text]))),
+    CONSTRAINT account_users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text])))
+);
+
+CREATE TABLE public.users (
+    id bigint NOT NULL,
+    name text NOT NULL,
+    display_name text,
+    email text NOT NULL,
+    unconfirmed_email text,
+    encrypted_password text,
+    confirmed_at timestamp with time zone,
+    custom_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
+    ui_settings jsonb DEFAULT '{}'::jsonb NOT NULL,
+    message_signature text,
+    avatar text,
+    access_token text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    pubsub_token text DEFAULT replace(((gen_random_uuid())::text || (gen_random_uuid())::text), '-'::text, ''::text) NOT NULL,
+    otp_secret bytea,
+    otp_last_step bigint,
+    mfa_enabled_at timestamp with time zone,
+    doc json NOT NULL,
+    last_sign_in_at timestamp with time zone,
+    CONSTRAINT users_access_token_check CHECK ((char_length(access_token) >= 32)),
+    CONSTRAINT users_avatar_check CHECK ((avatar ~ '^[A-Za-z0-9_-]+\.(jpg|png|gif|webp)$'::text)),
+    CONSTRAINT users_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
+    CONSTRAINT users_display_name_check CHECK ((char_length(display_name) <= 255)),
+    CONSTRAINT users_email_check CHECK (((email = lower((btrim(email) COLLATE "C"))) AND ((char_length(email) >= 3) AND (char_length(email) <= 255)))),
+    CONSTRAINT users_encrypted_password_check CHECK ((encrypted_password ~~ '$2%'::text)),
+    CONSTRAINT users_message_signature_check CHECK ((char_length(message_signature) <= 20000)),
+    CONSTRAINT users_mfa_needs_secret CHECK (((mfa_enabled_at IS NULL) OR (otp_secret IS NOT NULL))),
+    CONSTRAINT users_name_check CHECK ((char_length(name) <= 255)),
+    CONSTRAINT users_otp_secret_check CHECK (((octet_length(otp_secret) >= 29) AND (octet_length(otp_secret) <= 200))),
+    CONSTRAINT users_ui_settings_check CHECK ((jsonb_typeof(ui_settings) = 'object'::text)),
+    CONSTRAINT users_ui_settings_size CHECK ((octet_length((ui_settings)::text) <= 65536)),
+    CONSTRAINT users_unconfirmed_email_check CHECK ((unconfirmed_email = lower((btrim(unconfirmed_email) COLLATE "C"))))
+);
+
+CREATE FUNCTION public.agent_json(au public.account_users, u public.users, p_avatar_url_prefix text) RETURNS json
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT json_build_object(
+        'id', u.id,
+        'account_id', au.account_id,
+        'name', u.name,
+        'available_name', COALESCE(NULLIF(u.display_name, ''), u.name),
+        'email', u.email,
+        'role', au.role,
+        'confirmed', u.confirmed_at IS NOT NULL,
+        'availability_status', CASE
+            WHEN NOT au.auto_offline THEN au.availability
+            WHEN au.active_at > now() - interval '5 minutes' THEN au.availability
+            ELSE 'offline' END,
+        'auto_offline', au.auto_offline,
+        'thumbnail', CASE WHEN u.avatar IS NULL THEN '' ELSE p_avatar_url_prefix || u.avatar END,
+        'membership_status', au.status,
+        'mfa_enabled', u.mfa_enabled_at IS NOT NULL,
+        'last_sign_in_at', iso8601(u.last_sign_in_at))
+$$;
+
 CREATE TABLE public.audit_events (
     id bigint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -139,13 +213,15 @@ BEGIN
     RETURN (
         WITH memberships AS (
             SELECT au.account_id, au.role, au.availability, au.auto_offline, au.active_at,
-                   a.name, a.status, a.locale, a.enforce_mfa, a.restrict_legacy_access_token
+                   au.status AS membership_status, a.name, a.status, a.locale, a.enforce_mfa,
+                   a.restrict_legacy_access_token
               FROM account_users au
               JOIN accounts a ON a.id = au.account_id
              WHERE au.user_id = p_user_id
         ), active AS (
             SELECT m.account_id, m.role
               FROM memberships m
+             WHERE m.membership_status = 'active'
              ORDER BY m.active_at DESC NULLS LAST, m.account_id
              LIMIT 1
         )
@@ -163,50 +239,20 @@ BEGIN
                     'permissions', json_build_array(m.role),
                     'availability', m.availability,
                     'availability_status', NULL,
-                    'auto_offline', m.auto_offline) ORDER BY m.account_id)
+                    'auto_offline', m.auto_offline,
+                    'membership_status', m.membership_status) ORDER BY m.account_id)
                   FROM memberships m), '[]'::json),
-            '_mfa_required', EXISTS (SELECT 1 FROM memberships m WHERE m.enforce_mfa),
+            '_mfa_required', EXISTS (SELECT 1
+                                       FROM memberships m
+                                      WHERE m.enforce_mfa
+                                        AND m.membership_status = 'active'),
             '_legacy_refused', COALESCE((
                 SELECT json_agg(m.account_id ORDER BY m.account_id)
                   FROM memberships m
-                 WHERE m.restrict_legacy_access_token), '[]'::json)));
+                 WHERE m.restrict_legacy_access_token
+                   AND m.membership_status = 'active'), '[]'::json)));
 END
 $$;
-
-CREATE TABLE public.users (
-    id bigint NOT NULL,
-    name text NOT NULL,
-    display_name text,
-    email text NOT NULL,
-    unconfirmed_email text,
-    encrypted_password text,
-    confirmed_at timestamp with time zone,
-    custom_attributes jsonb DEFAULT '{}'::jsonb NOT NULL,
-    ui_settings jsonb DEFAULT '{}'::jsonb NOT NULL,
-    message_signature text,
-    avatar text,
-    access_token text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    pubsub_token text DEFAULT replace(((gen_random_uuid())::text || (gen_random_uuid())::text), '-'::text, ''::text) NOT NULL,
-    otp_secret bytea,
-    otp_last_step bigint,
-    mfa_enabled_at timestamp with time zone,
-    doc json NOT NULL,
-    CONSTRAINT users_access_token_check CHECK ((char_length(access_token) >= 32)),
-    CONSTRAINT users_avatar_check CHECK ((avatar ~ '^[A-Za-z0-9_-]+\.(jpg|png|gif|webp)$'::text)),
-    CONSTRAINT users_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
-    CONSTRAINT users_display_name_check CHECK ((char_length(display_name) <= 255)),
-    CONSTRAINT users_email_check CHECK (((email = lower((btrim(email) COLLATE "C"))) AND ((char_length(email) >= 3) AND (char_length(email) <= 255)))),
-    CONSTRAINT users_encrypted_password_check CHECK ((encrypted_password ~~ '$2%'::text)),
-    CONSTRAINT users_message_signature_check CHECK ((char_length(message_signature) <= 20000)),
-    CONSTRAINT users_mfa_needs_secret CHECK (((mfa_enabled_at IS NULL) OR (otp_secret IS NOT NULL))),
-    CONSTRAINT users_name_check CHECK ((char_length(name) <= 255)),
-    CONSTRAINT users_otp_secret_check CHECK (((octet_length(otp_secret) >= 29) AND (octet_length(otp_secret) <= 200))),
-    CONSTRAINT users_ui_settings_check CHECK ((jsonb_typeof(ui_settings) = 'object'::text)),
-    CONSTRAINT users_ui_settings_size CHECK ((octet_length((ui_settings)::text) <= 65536)),
-    CONSTRAINT users_unconfirmed_email_check CHECK ((unconfirmed_email = lower((btrim(unconfirmed_email) COLLATE "C"))))
-);
 
 CREATE FUNCTION public.mfa_enrollment_required(u public.users) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -216,6 +262,7 @@ CREATE FUNCTION public.mfa_enrollment_required(u public.users) RETURNS boolean
                                FROM account_users au
                                JOIN accounts a ON a.id = au.account_id
                               WHERE au.user_id = u.id
+                                AND au.status = 'active'
                                 AND a.enforce_mfa) END
 $$;
 
@@ -295,13 +342,14 @@ BEGIN
     RETURN (
         WITH memberships AS (
             SELECT au.account_id, au.role, au.availability, au.auto_offline, au.active_at,
-                   a.name, a.status, a.locale
+                   au.status AS membership_status, a.name, a.status, a.locale
               FROM account_users au
               JOIN accounts a ON a.id = au.account_id
              WHERE au.user_id = u.id
         ), active AS (
             SELECT m.account_id, m.role
               FROM memberships m
+             WHERE m.membership_status = 'active'
              ORDER BY m.active_at DESC NULLS LAST, m.account_id
              LIMIT 1
         )
@@ -341,9 +389,18 @@ BEGIN
                         WHEN NOT m.auto_offline THEN m.availability
                         WHEN m.active_at > now() - interval '5 minutes' THEN m.availability
                         ELSE 'offline' END,
-                    'auto_offline', m.auto_offline) ORDER BY m.account_id)
+                    'auto_offline', m.auto_offline,
+                    'membership_status', m.membership_status) ORDER BY m.account_id)
                   FROM memberships m), '[]'::json)));
 END
+$$;
+
+CREATE FUNCTION public.user_locked_out(p_user_id bigint) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT COALESCE(bool_and(au.status = 'suspended'), false)
+      FROM account_users au
+     WHERE au.user_id = p_user_id
 $$;
 
 CREATE FUNCTION public.users_keep_doc() RETURNS trigger
@@ -364,20 +421,6 @@ BEGIN
     RETURN NEW;
 END
 $$;
-
-CREATE TABLE public.account_users (
-    id bigint NOT NULL,
-    account_id bigint NOT NULL,
-    user_id bigint NOT NULL,
-    role text DEFAULT 'agent'::text NOT NULL,
-    availability text DEFAULT 'online'::text NOT NULL,
-    auto_offline boolean DEFAULT true NOT NULL,
-    active_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT account_users_availability_check CHECK ((availability = ANY (ARRAY['online'::text, 'offline'::text, 'busy'::text]))),
-    CONSTRAINT account_users_role_check CHECK ((role = ANY (ARRAY['agent'::text, 'administrator'::text])))
-);
 
 ALTER TABLE public.account_users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.account_users_id_seq
@@ -648,7 +691,7 @@ CREATE INDEX rate_limit_counters_expires_at_idx ON public.rate_limit_counters US
 
 CREATE TRIGGER account_users_refresh_doc AFTER INSERT OR DELETE ON public.account_users FOR EACH ROW EXECUTE FUNCTION public.account_users_refresh_doc();
 
-CREATE TRIGGER account_users_refresh_doc_on_change AFTER UPDATE ON public.account_users FOR EACH ROW WHEN (((((((old.user_id IS DISTINCT FROM new.user_id) OR (old.account_id IS DISTINCT FROM new.account_id)) OR (old.role IS DISTINCT FROM new.role)) OR (old.availability IS DISTINCT FROM new.availability)) OR (old.auto_offline IS DISTINCT FROM new.auto_offline)) OR (old.active_at IS DISTINCT FROM new.active_at))) EXECUTE FUNCTION public.account_users_refresh_doc();
+CREATE TRIGGER account_users_refresh_doc_on_change AFTER UPDATE ON public.account_users FOR EACH ROW WHEN ((((((((old.user_id IS DISTINCT FROM new.user_id) OR (old.account_id IS DISTINCT FROM new.account_id)) OR (old.role IS DISTINCT FROM new.role)) OR (old.availability IS DISTINCT FROM new.availability)) OR (old.auto_offline IS DISTINCT FROM new.auto_offline)) OR (old.active_at IS DISTINCT FROM new.active_at)) OR (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.account_users_refresh_doc();
 
 CREATE TRIGGER accounts_refresh_docs AFTER UPDATE ON public.accounts FOR EACH ROW WHEN ((((((old.name IS DISTINCT FROM new.name) OR (old.status IS DISTINCT FROM new.status)) OR (old.locale IS DISTINCT FROM new.locale)) OR (old.enforce_mfa IS DISTINCT FROM new.enforce_mfa)) OR (old.restrict_legacy_access_token IS DISTINCT FROM new.restrict_legacy_access_token))) EXECUTE FUNCTION public.accounts_refresh_docs();
 

@@ -23,7 +23,9 @@ from middleware import routing
 from validators import load_validators
 
 _DOCUMENT_URI = 'urn:frontdesk:openapi'
-_NOT_FOUND = '#/components/schemas/response_errors/$defs/not_found'
+_NOT_FOUND = '#/components/schemas/' + apidoc.component_name(
+    'response_errors', 'not_found'
+)
 _TOKEN_REQUEST = ('access-token', 'client', 'uid')
 
 

@@ -21,6 +21,9 @@ from tests.test_confirmations import queued_token
 from tests.test_mfa import Authenticator
 from tests.test_mfa import revert_link
 from tests.test_ownership import security_routes
+from tests.test_suspension import reactivate
+from tests.test_suspension import suspend
+from tests.test_suspension import SUSPENDED
 import tokens
 from validators import load_schemas
 
@@ -533,6 +536,42 @@ def test_an_account_left_is_left_by_the_token_too(testapp, two_accounts, conn):
     join(conn, first, user.id, removed['role'])
     for headers in (restricted, everywhere):
         testapp.get(f'/api/v1/accounts/{first}', headers=headers)
+
+
+def test_a_suspended_membership_is_lost_by_the_token_until_reactivation(
+    testapp, admin, make_user, make_account, conn
+):
+    """SPEC 17 with 18: the token's user suspended in an account loses it for the token
+    too (the same membership check a session gets), and regains it on reactivation."""
+    member = make_user(account_id=admin.account_id, role='administrator')
+    elsewhere = make_account('Elsewhere')
+    join(conn, elsewhere, member.id)
+    token = bearer(new_token(testapp, member, scopes=list(SCOPES)))
+    account = f'/api/v1/accounts/{admin.account_id}'
+    suspend(testapp, admin, member.id)
+    for method, path in (('get', ''), ('get', '/cache_keys'), ('patch', '')):
+        answer = getattr(testapp, method)(account + path, headers=token, status=403)
+        assert answer.json == SUSPENDED, path
+    answer = testapp.post_json(
+        '/api/v1/profile/availability',
+        {'profile': {'account_id': admin.account_id, 'availability': 'busy'}},
+        headers=token,
+        status=403,
+    )
+    assert answer.json == SUSPENDED
+    testapp.get(f'/api/v1/accounts/{elsewhere}', headers=token)
+    reactivate(testapp, admin, member.id)
+    testapp.get(account, headers=token)
+
+
+def test_a_lockout_revokes_every_personal_token(testapp, admin, make_user, conn):
+    member = make_user(account_id=admin.account_id)
+    token = bearer(new_token(testapp, member, scopes=list(SCOPES)))
+    suspend(testapp, admin, member.id)  # the member's only account: a lockout
+    testapp.get('/api/v1/profile', headers=token, status=401)
+    assert stored(conn, member.id) == []
+    reactivate(testapp, admin, member.id)
+    testapp.get('/api/v1/profile', headers=token, status=401)
 
 
 def test_a_token_reaches_accounts_joined_later_unless_restricted(

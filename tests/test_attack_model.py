@@ -9,6 +9,13 @@ integration (the owner's api_access_token), or an integration with one of the ow
 personal access tokens (SPEC 17). Each actor reads only the mailboxes the model gives
 him; either may mint personal access tokens with the sessions he holds.
 
+A third party, the administrator of a team account the owner belongs to (issue 21,
+SPEC 18), may at any time suspend the owner there, or in every account of his (a
+lockout), and reactivate him. While the owner's team membership is suspended nothing
+the attacker holds reaches the team account; once locked out, nothing held then ever
+acts as the owner again, reactivation included, and no password signs in as him until
+he is reactivated.
+
 The invariant: once the owner has run the documented recovery from his mailbox (every
 live revert and "this was not me" link in it, then a password reset), nothing the
 attacker holds or can obtain without that mailbox signs in or acts as the owner, and
@@ -135,6 +142,14 @@ class AttackMachine(RuleBasedStateMachine):
         self.capability = None
         self.own_links = set()  # revert links of the owner's own changes
         self.waiting = False  # the owner's sign-up waits for the address's mail hour
+        # SPEC 18: the team's administrator, the user id the team knows as the owner,
+        # the accounts where that user is suspended, the user locked out (if any), and
+        # the credentials held when a lockout happened (they never act as him again).
+        self.administrator = None
+        self.member_id = None
+        self.suspended_in = set()
+        self.locked = None
+        self.cut_off = {}  # probe key -> (headers, locked user id)
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -486,7 +501,9 @@ class AttackMachine(RuleBasedStateMachine):
                 'password_confirmation': password,
             },
         )
-        assert answer.status in (200, 206, 422, 429), answer.body
+        assert answer.status in (200, 206, 422, 429) or self.is_lockout(answer), (
+            answer.body
+        )
         if answer.status in (200, 206):
             actor.passwords.append(password)
             if actor is self.owner:
@@ -529,7 +546,9 @@ class AttackMachine(RuleBasedStateMachine):
         links = [link for link in self.links_of(actor, 'confirm') if link[3] == target]
         if links:
             confirmed = self.confirm_with(actor, links[-1][2], session['headers'])
-            assert confirmed.status in (200, 206, 422, 429), confirmed.body
+            assert confirmed.status in (200, 206, 422, 429) or self.is_lockout(
+                confirmed
+            ), confirmed.body
             if actor is self.owner and confirmed.status in (200, 206):
                 self.account_email = target
 
@@ -814,6 +833,170 @@ class AttackMachine(RuleBasedStateMachine):
         elif answer.status == 403:
             assert answer.json['error_code'] == 'reauthentication_required'
 
+    # --- the team's administrator (SPEC 18) ---------------------------------------
+
+    def is_lockout(self, answer):
+        return answer.status == 401 and answer.json.get('error_code') == (
+            'account_suspended'
+        )
+
+    def sql(self, query, *args):
+        with psycopg.connect(self.db_url, autocommit=True) as conn:
+            cursor = conn.execute(query, args)
+            return cursor.fetchall() if cursor.description else None
+
+    def administrator_acts(self, account_id, user_id, action):
+        answer = self.call(
+            'POST',
+            f'/api/v1/accounts/{account_id}/agents/{user_id}/{action}',
+            None,
+            self.administrator['headers'],
+        )
+        assert answer.status == 200, (action, answer.body)
+        return answer
+
+    def team_up(self):
+        """The administrator, with an account of his own (the team), and the owner as a
+        member of it (Frontdesk has no invitations: the machine inserts the row, as
+        a later invitation would)."""
+        if self.administrator is None:
+            answer = self.call(
+                'POST',
+                '/api/v1/accounts',
+                {
+                    'account_name': 'Team',
+                    'email': unique_email('admin'),
+                    'user_full_name': 'Ada Admin',
+                    'password': new_password(),
+                },
+            )
+            assert answer.status == 200, answer.body
+            self.administrator = {
+                'headers': {name: answer.headers[name] for name in TOKEN_HEADERS},
+                'id': answer.json['data']['id'],
+                'team': answer.json['data']['account_id'],
+            }
+        if self.member_id != self.owner_user_id:
+            self.administrator_reactivates_owner()  # the user the team knew
+            self.member_id = self.owner_user_id
+            self.sql(
+                'INSERT INTO account_users (account_id, user_id) VALUES (%s, %s)'
+                ' ON CONFLICT DO NOTHING',
+                self.administrator['team'],
+                self.member_id,
+            )
+
+    def holdings(self):
+        """Every session, API token and personal access token either actor holds:
+        (probe key, headers)."""
+        held = []
+        for actor in (self.owner, self.attacker):
+            for session in actor.sessions:
+                held.append(
+                    (
+                        ('session', tuple(sorted(session['headers'].items()))),
+                        session['headers'],
+                    )
+                )
+            for token in actor.api_tokens:
+                held.append((('api token', token), {'api_access_token': token}))
+            for token in actor.personal_tokens:
+                held.append(
+                    (('personal token', token), {'Authorization': f'Bearer {token}'})
+                )
+        return held
+
+    @precondition(lambda self: self.owner_user_id is not None and not self.waiting)
+    @rule(everywhere=st.booleans())
+    def administrator_suspends_owner(self, everywhere):
+        """In the team account, or in every account of the owner (a lockout: the
+        administrator is made a co-administrator of each, so it is his to do)."""
+        self.team_up()
+        accounts = [self.administrator['team']]
+        if everywhere:
+            accounts = [
+                row[0]
+                for row in self.sql(
+                    'SELECT account_id FROM account_users WHERE user_id = %s',
+                    self.member_id,
+                )
+            ]
+            for account_id in accounts:
+                self.sql(
+                    'INSERT INTO account_users (account_id, user_id, role)'
+                    " VALUES (%s, %s, 'administrator') ON CONFLICT DO NOTHING",
+                    account_id,
+                    self.administrator['id'],
+                )
+        for account_id in accounts:
+            answer = self.administrator_acts(account_id, self.member_id, 'suspend')
+            assert answer.json['membership_status'] == 'suspended'
+            self.suspended_in.add(account_id)
+        [(active,)] = self.sql(
+            'SELECT count(*) FROM account_users'
+            " WHERE user_id = %s AND status = 'active'",
+            self.member_id,
+        )
+        if active == 0:
+            self.locked = self.member_id
+            for key, headers in self.holdings():
+                self.cut_off.setdefault(key, (headers, self.member_id))
+            TALLY[('owner locked out', self.capability)] += 1
+        else:
+            TALLY[('owner suspended in the team', self.capability)] += 1
+
+    @precondition(lambda self: self.suspended_in)
+    @rule()
+    def administrator_reactivates_owner(self):
+        for account_id in sorted(self.suspended_in):
+            answer = self.administrator_acts(account_id, self.member_id, 'reactivate')
+            assert answer.json['membership_status'] == 'active'
+        self.suspended_in = set()
+        self.locked = None
+
+    @invariant()
+    def suspension_ends_what_the_attacker_holds(self):
+        """The team account answers nothing the attacker holds while the owner is
+        suspended there; what anyone held at a lockout never acts as the locked-out
+        user again; no password signs in as him while he is locked out."""
+        if self.administrator is None:
+            return
+        if self.administrator['team'] in self.suspended_in:
+            team = f'/api/v1/accounts/{self.administrator["team"]}'
+            for session in self.attacker.sessions:
+                answer = self.call('GET', team, None, session['headers'])
+                assert answer.status in (401, 403, 404), answer.body
+            for token in self.attacker.api_tokens:
+                answer = self.call('GET', team, None, {'api_access_token': token})
+                assert answer.status in (401, 403, 404), answer.body
+            for token in self.attacker.personal_tokens:
+                bearer = {'Authorization': f'Bearer {token}'}
+                answer = self.call('GET', team, None, bearer)
+                assert answer.status in (401, 403, 404), answer.body
+        # Reactivation included: no session or token of before comes back.
+        for key, (headers, user_id) in self.cut_off.items():
+            answer = self.call('GET', '/api/v1/profile', None, headers)
+            if answer.status == 200:
+                assert answer.json['id'] != user_id, (
+                    f'a {key[0]} held at the lockout acts as the member again'
+                )
+            else:
+                assert answer.status == 401, answer.body
+        if self.locked is None:
+            return
+        holder = self.sql('SELECT id FROM users WHERE email = %s', self.account_email)
+        if holder != [(self.locked,)]:
+            return
+        for password in self.attacker.passwords:
+            answer = self.call(
+                'POST',
+                '/auth/sign_in',
+                {'email': self.account_email, 'password': password},
+            )
+            # A wrong password, the lockout, or a spent guessing budget; never a
+            # session nor a challenge.
+            assert answer.status in (401, 429), answer.body
+
     # --- the owner's recovery from the mailbox --------------------------------------
 
     @precondition(lambda self: not self.waiting)
@@ -827,6 +1010,9 @@ class AttackMachine(RuleBasedStateMachine):
         revert brought the address back, until a round changes nothing.
         """
         owner = self.owner
+        # A suspended owner first asks the administrator to let him back in: no
+        # mailbox link signs a locked-out member in (SPEC 18).
+        self.administrator_reactivates_owner()
         self.sync_mail()
         worked = set()
         while True:
@@ -1014,6 +1200,9 @@ class AttackMachine(RuleBasedStateMachine):
             {'email': self.account_email, 'password': self.owner.passwords[-1]},
         )
         if self.locked_out(answer, 'password'):
+            return
+        if self.locked is not None and self.locked == self.owner_user_id:
+            assert self.is_lockout(answer), answer.body
             return
         if self.owner_mfa:
             assert answer.status == 206, ('the owner cannot sign in', answer.body)

@@ -1,10 +1,13 @@
-"""GET /api/v1/docs in a real browser: headless Chromium finds every operation.
+"""GET /api/v1/docs in a real browser: headless Chromium finds every operation, and a
+person signs in and tries operations out.
 
 No network but the service: the page's files must come from the service itself, and the
 page's own Content-Security-Policy must let them run.
 """
 
 import html
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +16,7 @@ import pytest
 
 from resources.docs import CONTENT_SECURITY_POLICY
 from tests.contract import document
+from tests.support import CONTRACT_TOOLS
 from tests.support.servers import http
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
@@ -85,3 +89,46 @@ def test_the_docs_assets_are_served_and_nothing_else(gunicorn_url):
         assert answer.status == 404 and answer.json == {
             'error': 'Resource could not be found'
         }, name
+
+
+def test_signing_in_on_the_page_authorizes_every_later_try_it_out(
+    gunicorn_url, admin, tmp_path
+):
+    """One step: "Try it out" on the sign-in. The page keeps the token headers of the
+    answer for every later call (a session, so even the token-headers-only ones) and
+    forgets them on sign-out (tests/contract_tools/docs_page.mjs clicks through)."""
+    result = subprocess.run(
+        [
+            'node',
+            'docs_page.mjs',
+            gunicorn_url,
+            admin.email,
+            admin.password,
+            tmp_path / 'page.png',
+        ],
+        cwd=CONTRACT_TOOLS,
+        env={**os.environ, 'CHROMIUM': CHROMIUM},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout)
+    token = {'access-token', 'client', 'uid'}
+    assert seen['signIn']['status'] == 200
+    assert seen['signIn']['body']['data']['email'] == admin.email
+    assert not token & set(seen['signIn']['headers'])
+    assert seen['profile']['status'] == 200
+    assert seen['profile']['body']['email'] == admin.email
+    assert token <= set(seen['profile']['headers'])
+    # Token headers only (403 with api_access_token): the page sent a session.
+    assert seen['sessions']['status'] == 200
+    assert [session['current'] for session in seen['sessions']['body']].count(True) == 1
+    assert seen['signOut'] == {
+        'status': 200,
+        'body': {'success': True},
+        'headers': seen['signOut']['headers'],
+    }
+    assert seen['afterSignOut']['status'] == 401
+    assert not token & set(seen['afterSignOut']['headers'])
+    assert seen['errors'] == []

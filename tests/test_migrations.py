@@ -39,7 +39,8 @@ PINNED = {
     '0013_dashboard_mfa_and_sessions.sql': '4bf4bea450e8ae5bdeef2ccc7bd5c2f6c738a9904af50316b1ae83d073f14531',  # noqa: E501
     '0014_stored_user_document.sql': '1f723102f4724a63a11b67b542983dd18daeb1fe7c06aabe7a4cfb9a548ded18',  # noqa: E501
     '0015_profile_writes_keep_the_memberships_part.sql': '5193259e79cd69a2e227d0e0329e00492cb1a6065561ce0140d6948741bced49',  # noqa: E501
-    '0016_personal_access_tokens.sql': '5cdb3a500c65f49bc6009643ccd5b27d39d301117a317cebbcfcebcb906a9110',  # noqa: E501
+    '0016_suspended_members.sql': '2278d91283ffa760f8dfb94f70df8eb78c695dc47e1ec76223ef6a58a18e127c',  # noqa: E501
+    '0017_personal_access_tokens.sql': 'da59668e86520507b6f8fc5fedfb5fa4b5b1ec62df08d27541d339d9f52d6c9c',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'

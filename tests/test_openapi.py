@@ -10,6 +10,7 @@ import app as app_module
 from tests import contract
 from validators import load_schemas
 from validators import load_validators
+from validators import with_server_checks
 
 SIGNED_IN = ('user', 'member', 'administrator', 'administrator_session')
 
@@ -26,24 +27,45 @@ def test_the_document_is_valid_openapi_3_1(document):
     assert document == contract.document()
 
 
-def _refs(node):
-    if isinstance(node, dict):
-        if '$ref' in node:
-            yield node['$ref']
-        for value in node.values():
-            yield from _refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _refs(value)
-
-
 def test_every_ref_points_into_the_document(document):
-    for ref in set(_refs(document)):
+    for ref in set(apidoc.refs(document)):
         assert ref.startswith('#/'), ref
         node = document
         for part in ref[2:].split('/'):
             node = node[part.replace('~1', '/').replace('~0', '~')]
-    assert set(document['components']['schemas']) == set(load_schemas())
+    # Each body is a component of its own (a schema file, or one entry of its $defs),
+    # and each component is used.
+    schemas = '#/components/schemas/'
+    used = {
+        ref.removeprefix(schemas)
+        for ref in apidoc.refs({**document, 'components': {}})
+        if ref.startswith(schemas)
+    }
+    for schema in document['components']['schemas'].values():
+        used |= {ref.removeprefix(schemas) for ref in apidoc.refs(schema)}
+    assert set(document['components']['schemas']) == used
+    assert set(document['components']['schemas']) <= set(
+        apidoc.components(load_schemas())
+    )
+    assert not [ref for ref in apidoc.refs(document) if '$defs' in ref]
+
+
+def test_component_names_come_from_the_files_and_cannot_collide():
+    assert {'response_user', 'response_user.membership', 'definitions.email'} <= set(
+        apidoc.components(load_schemas())
+    )
+    # A file with only $defs is no body itself.
+    assert 'response_errors' not in apidoc.components(load_schemas())
+    # Generated clients name classes after components: ResponseBodiesSession twice.
+    with pytest.raises(RuntimeError, match='would collide'):
+        apidoc.components(
+            {
+                'response_bodies_session': {'type': 'object'},
+                'response_bodies': {'$defs': {'session': {'type': 'object'}}},
+            }
+        )
+    with pytest.raises(RuntimeError, match='names neither a file nor one of its'):
+        apidoc.components({'a': {'properties': {'b': {'$ref': '#/properties/c'}}}})
 
 
 def test_every_route_and_method_is_described(document, config, pool, queries):
@@ -71,8 +93,11 @@ def test_every_route_and_method_is_described(document, config, pool, queries):
                 ), where
             schema = getattr(resource, 'schemas', {}).get(method)
             if schema:
-                body = operation['requestBody']['content']['application/json']['schema']
+                content = operation['requestBody']['content']
+                body = content['application/json']['schema']
                 assert body == {'$ref': f'#/components/schemas/{schema}'}, where
+                # Forms and multipart are described in prose: generators send JSON.
+                assert set(content) == {'application/json'}, where
                 assert {'400', '413', '415', '422'} <= set(responses), where
             else:
                 assert 'requestBody' not in operation, where
@@ -166,30 +191,115 @@ def test_response_headers(document):
 
 
 def test_the_multipart_body_has_every_profile_field_and_the_avatar(document):
-    schemas = document['components']['schemas']
+    schemas = load_schemas()
     profile = schemas['profile_update']['properties']['profile']['properties']
     multipart = schemas['profile_update_multipart']['properties']
     assert set(multipart) == {f'profile[{name}]' for name in profile} | {
         'profile[avatar]'
     }
     assert multipart['profile[avatar]']['format'] == 'binary'
-    content = document['paths']['/api/v1/profile']['put']['requestBody']['content']
-    assert content['multipart/form-data']['schema'] == {
-        '$ref': '#/components/schemas/profile_update_multipart'
-    }
+    # Named in the description: a second media type breaks generated clients.
+    put = document['paths']['/api/v1/profile']['put']
+    assert set(put['requestBody']['content']) == {'application/json'}
+    assert '`schemas/profile_update_multipart.json`' in put['description']
 
 
-def test_our_own_keywords_are_explained(document):
+# JSON Schema 2020-12's keywords, and the ones OpenAPI 3.1 adds.
+STANDARD_KEYWORDS = {
+    *('$ref', '$comment', 'title', 'description', 'default', 'examples', 'example'),
+    *('type', 'enum', 'const', 'deprecated', 'readOnly', 'writeOnly'),
+    *('minLength', 'maxLength', 'pattern', 'format'),
+    *('contentMediaType', 'contentEncoding', 'contentSchema'),
+    *('minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'),
+    *('items', 'prefixItems', 'contains', 'minItems', 'maxItems', 'uniqueItems'),
+    *('properties', 'additionalProperties', 'patternProperties', 'propertyNames'),
+    *('required', 'dependentRequired', 'dependentSchemas', 'minProperties'),
+    'maxProperties',
+    *('allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else'),
+    *('discriminator', 'xml', 'externalDocs'),
+}
+# Formats of JSON Schema 2020-12, and OpenAPI's binary (ajv-formats knows them all).
+STANDARD_FORMATS = {'date-time', 'date', 'time', 'email', 'uri', 'uuid', 'binary'}
+
+
+def _schemas(document):
+    """(where, schema) of every schema in the document, nested ones included."""
+    found = [
+        (f'components/schemas/{name}', schema)
+        for name, schema in document['components']['schemas'].items()
+    ]
+    for path, operations in document['paths'].items():
+        for method, operation in operations.items():
+            for param in operation['parameters']:
+                found.append((f'{method} {path} {param["name"]}', param['schema']))
+    todo = list(found)
+    while todo:
+        where, schema = todo.pop()
+        subschemas = [
+            (f'{where}/{key}', schema[key])
+            for key in ('items', 'additionalProperties', 'not')
+            if isinstance(schema.get(key), dict)
+        ]
+        subschemas += [
+            (f'{where}/{key}/{index}', item)
+            for key in ('anyOf', 'oneOf', 'allOf', 'prefixItems')
+            for index, item in enumerate(schema.get(key, ()))
+        ]
+        subschemas += [
+            (f'{where}/properties/{name}', item)
+            for name, item in schema.get('properties', {}).items()
+        ]
+        found += subschemas
+        todo += subschemas
+    return found
+
+
+def test_the_schemas_use_standard_keywords_and_formats_only(document):
+    for where, schema in _schemas(document):
+        assert set(schema) <= STANDARD_KEYWORDS, (
+            where,
+            set(schema) - STANDARD_KEYWORDS,
+        )
+        assert schema.get('format', 'date-time') in STANDARD_FORMATS, where
+
+
+def test_objects_say_whether_they_take_other_properties(document):
+    """A free-form object says additionalProperties: true (openapi-typescript makes
+    {"type": "object"} alone a Record<string, never>); null is a type beside another,
+    not a field's only one."""
+    for where, schema in _schemas(document):
+        types = schema.get('type', [])
+        if 'object' in types:
+            assert 'additionalProperties' in schema, where
+        assert types != 'null' or '/anyOf/' in where or '/oneOf/' in where, where
     schemas = document['components']['schemas']
-    assert 'notBlank' in document['info']['description']
-    assert (
-        '(notBlank)' in schemas['account_update']['properties']['name']['description']
-    )
-    assert (
-        '(format iana-timezone)'
-        in schemas['account_update']['properties']['timezone']['description']
-    )
-    assert '(maxBytes)' in schemas['definitions']['$defs']['password']['description']
+    assert schemas['response_user']['properties']['ui_settings']['additionalProperties']
+    assert schemas['response_user']['properties']['type']['type'] == ['string', 'null']
+
+
+def test_the_server_checks_what_the_files_cannot_say(document):
+    """The published files are standard; the server is stricter where they say so in
+    words (validators.SERVER_CHECKS), with its own messages."""
+    schemas = document['components']['schemas']
+    assert 'bytes in UTF-8' in schemas['definitions.password']['description']
+    timezone = schemas['account_update']['properties']['timezone']
+    assert 'time zone database' in timezone['description']
+    validators = load_validators()
+    assert validators['account_update'].errors({'timezone': 'Mars/Base'}) == [
+        ('timezone', 'Timezone is invalid')
+    ]
+    assert validators['account_update'].errors({'name': ' '}) == [
+        ('name', "Name can't be blank")
+    ]
+    assert validators['sign_in'].schema == load_schemas()['sign_in']
+    with pytest.raises(RuntimeError, match='SERVER_CHECKS: x.json#/y is not in'):
+        with_server_checks(load_schemas(), {'x.json#/y': {'maxBytes': 1}})
+
+
+def test_the_document_names_its_server(document):
+    assert document['servers'] == [
+        {'url': '/', 'description': 'The server that serves this document.'}
+    ]
 
 
 def test_a_method_without_declared_responses_stops_the_boot():
@@ -245,10 +355,10 @@ def test_every_operation_has_a_tag_a_summary_a_description_and_examples(document
     for path, operations in document['paths'].items():
         for method, operation in operations.items():
             where = (
-                f'{method.upper()} {path}: '
-                'add it to apidoc.OPERATIONS / EXAMPLES / REQUEST_EXAMPLES'
+                f'{method.upper()} {path}: write the summary and description as the '
+                "responder's docstring; add examples to apidoc.EXAMPLES / "
+                'REQUEST_EXAMPLES'
             )
-            assert f'{method.upper()} {path}' in apidoc.OPERATIONS, where
             assert operation['tags'] and set(operation['tags']) <= tags, where
             assert operation['summary'] and operation['description'], where
             for status, response in operation['responses'].items():

@@ -125,6 +125,8 @@ def security_routes(account, user_id):
         ('get', f'/api/v1/accounts/{account}/access_tokens'),
         ('delete', f'/api/v1/accounts/{account}/access_tokens/1'),
         ('delete', member_sessions(account, user_id)),
+        ('post', f'/api/v1/accounts/{account}/agents/{user_id}/suspend'),
+        ('post', f'/api/v1/accounts/{account}/agents/{user_id}/reactivate'),
     ]
 
 

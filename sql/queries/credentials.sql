@@ -33,3 +33,41 @@ UPDATE users
        updated_at = now()
  WHERE id = %(user_id)s
 RETURNING id, (SELECT count(*) FROM personal) AS personal_tokens_revoked;
+
+-- name: lock_out
+-- A member whose every membership is suspended is locked out (SPEC 18), in the suspension's
+-- transaction, after its membership UPDATE and with the user row locked: every sign-in token
+-- is revoked, the access token and pubsub token are replaced (no token comes back on
+-- reactivation), and the one-time tokens that lead to a session without the mailbox (an MFA
+-- sign-in's second step, an enrolment an account requires) are void. Links to the mailbox
+-- (confirmation, reset, revert) stay: their owner may use them again once reactivated, and
+-- until then none of them signs in (services/sessions.refuse_locked_out). Every personal
+-- access token (SPEC 17) is revoked too. No row: the user still has an active membership,
+-- nothing is done.
+WITH locked_out AS (
+    SELECT u.id
+      FROM users u
+     WHERE u.id = %(user_id)s
+       AND user_locked_out(u.id)
+), revoked AS (
+    DELETE FROM user_tokens t
+     USING locked_out l
+     WHERE t.user_id = l.id
+    RETURNING t.id
+), voided AS (
+    DELETE FROM one_time_tokens o
+     USING locked_out l
+     WHERE o.user_id = l.id
+       AND o.purpose IN ('mfa_challenge', 'mfa_setup')
+), personal AS (
+    DELETE FROM personal_access_tokens p
+     USING locked_out l
+     WHERE p.user_id = l.id
+)
+UPDATE users u
+   SET access_token = %(access_token)s,
+       pubsub_token = %(pubsub_token)s,
+       updated_at = now()
+  FROM locked_out l
+ WHERE u.id = l.id
+RETURNING (SELECT count(*) FROM revoked) AS revoked;

@@ -4,8 +4,70 @@ VALUES (%(account_id)s, %(user_id)s, %(role)s, CASE WHEN %(stamp_active)s THEN n
 RETURNING id;
 
 -- name: stamp_active
+-- A suspended membership is not stamped (SPEC 18: never the user's current account); the
+-- access rules refuse it first, this holds when a suspension commits in between.
 UPDATE account_users
    SET active_at = now(), updated_at = now()
  WHERE user_id = %(user_id)s
    AND account_id = %(account_id)s
+   AND status = 'active'
 RETURNING id;
+
+-- name: lock_account
+-- Serialises the suspensions and reactivations of one account's members (SPEC 18), so that
+-- two administrators suspending each other cannot both pass the last-administrator check.
+-- NO KEY UPDATE: new memberships (which only share-lock the key) are not held up.
+SELECT id
+  FROM accounts
+ WHERE id = %(account_id)s
+   FOR NO KEY UPDATE;
+
+-- name: member_for_change
+-- The member, with the account and the member's user row locked by earlier statements of
+-- this transaction (so this one sees every change that committed while it waited): whether
+-- the caller is still an active administrator of the account, and how many active
+-- administrators it has besides the member. No row: not a member.
+SELECT au.role, au.status, u.name, u.email, a.name AS account_name,
+       EXISTS (SELECT 1
+                 FROM account_users c
+                WHERE c.account_id = au.account_id
+                  AND c.user_id = %(caller_id)s
+                  AND c.role = 'administrator'
+                  AND c.status = 'active') AS caller_is_administrator,
+       (SELECT count(*)
+          FROM account_users o
+         WHERE o.account_id = au.account_id
+           AND o.user_id <> au.user_id
+           AND o.role = 'administrator'
+           AND o.status = 'active') AS other_administrators
+  FROM account_users au
+  JOIN users u ON u.id = au.user_id
+  JOIN accounts a ON a.id = au.account_id
+ WHERE au.account_id = %(account_id)s
+   AND au.user_id = %(user_id)s;
+
+-- name: set_status
+-- No row: the membership already had that status (nothing changes, nothing is announced).
+UPDATE account_users
+   SET status = %(status)s,
+       updated_at = now()
+ WHERE account_id = %(account_id)s
+   AND user_id = %(user_id)s
+   AND status <> %(status)s
+RETURNING id;
+
+-- name: agent
+-- One member as the agents list shows it (agent_json, migration 0016).
+SELECT agent_json(au, u, %(avatar_url_prefix)s)::text AS doc
+  FROM account_users au
+  JOIN users u ON u.id = au.user_id
+ WHERE au.account_id = %(account_id)s
+   AND au.user_id = %(user_id)s;
+
+-- name: agents
+-- Every member of the account, by name as the reference system orders them (SPEC 18).
+SELECT COALESCE(json_agg(agent_json(au, u, %(avatar_url_prefix)s) ORDER BY lower(u.name), u.id),
+                '[]')::text AS doc
+  FROM account_users au
+  JOIN users u ON u.id = au.user_id
+ WHERE au.account_id = %(account_id)s;

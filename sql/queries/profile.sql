@@ -95,19 +95,23 @@ UPDATE users
 RETURNING id;
 
 -- name: set_availability
--- No row back means the caller is not a member of that account.
+-- No row back means the caller is not a member of that account (or, since the access
+-- rules looked, no longer an active one: SPEC 18).
 UPDATE account_users
    SET availability = %(value)s,
        updated_at = now()
  WHERE user_id = %(user_id)s
    AND account_id = %(account_id)s
+   AND status = 'active'
 RETURNING id;
 
 -- name: set_auto_offline
--- No row back means the caller is not a member of that account.
+-- No row back means the caller is not a member of that account (or, since the access
+-- rules looked, no longer an active one: SPEC 18).
 UPDATE account_users
    SET auto_offline = %(value)s,
        updated_at = now()
  WHERE user_id = %(user_id)s
    AND account_id = %(account_id)s
+   AND status = 'active'
 RETURNING id;

@@ -4,8 +4,13 @@
 -- last_used_at is stamped at most every touch_seconds: a session used since then may have
 -- been active up to touch_seconds later (or until now), one not used since its sign-in was
 -- last active exactly then. The latest activity each may have had orders them; sessions
--- that may all be active now go oldest first.
-WITH dropped AS (
+-- that may all be active now go oldest first. The user's last sign-in is now (SPEC 18's
+-- agents list).
+WITH signed_in AS (
+    UPDATE users
+       SET last_sign_in_at = now()
+     WHERE id = %(user_id)s
+), dropped AS (
     DELETE FROM user_tokens
      WHERE user_id = %(user_id)s
        AND (expires_at <= now()

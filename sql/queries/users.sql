@@ -29,6 +29,12 @@ SELECT id, encrypted_password, mfa_enabled_at IS NOT NULL AS mfa_enabled
  WHERE id = %(user_id)s
    FOR UPDATE;
 
+-- name: locked_out
+-- Every membership of the user suspended (SPEC 18). Asked with the user row locked
+-- (lock_for_token), in a statement of its own: it must see a suspension that committed
+-- while this transaction waited for that lock.
+SELECT user_locked_out(%(user_id)s) AS locked_out;
+
 -- name: document
 -- The stored user document (migration 0014), for userdoc.render.
 SELECT doc::text AS doc, now() AS now FROM users WHERE id = %(user_id)s;

@@ -65,8 +65,10 @@ $$;
 
 -- The stored document carries, beside _mfa_required, the accounts that retired the
 -- profile's access_token (_legacy_refused, for the access rules; userdoc.py drops it from
--- what is sent), so checking the api_access_token stays one lookup with no join. A
--- document stored before this migration lacks the key: no account had set it then.
+-- what is sent), so checking the api_access_token stays one lookup with no join. Only
+-- active memberships count: a suspended one answers membership_suspended first (SPEC 18).
+-- membership_doc is 0016's with that key; user_doc is 0015's passing it through. A document
+-- stored before this migration lacks the key: no account had set it then.
 CREATE OR REPLACE FUNCTION membership_doc(p_user_id bigint) RETURNS json
     LANGUAGE plpgsql VOLATILE
     AS $$
@@ -74,13 +76,15 @@ BEGIN
     RETURN (
         WITH memberships AS (
             SELECT au.account_id, au.role, au.availability, au.auto_offline, au.active_at,
-                   a.name, a.status, a.locale, a.enforce_mfa, a.restrict_legacy_access_token
+                   au.status AS membership_status, a.name, a.status, a.locale, a.enforce_mfa,
+                   a.restrict_legacy_access_token
               FROM account_users au
               JOIN accounts a ON a.id = au.account_id
              WHERE au.user_id = p_user_id
         ), active AS (
             SELECT m.account_id, m.role
               FROM memberships m
+             WHERE m.membership_status = 'active'
              ORDER BY m.active_at DESC NULLS LAST, m.account_id
              LIMIT 1
         )
@@ -98,13 +102,18 @@ BEGIN
                     'permissions', json_build_array(m.role),
                     'availability', m.availability,
                     'availability_status', NULL,
-                    'auto_offline', m.auto_offline) ORDER BY m.account_id)
+                    'auto_offline', m.auto_offline,
+                    'membership_status', m.membership_status) ORDER BY m.account_id)
                   FROM memberships m), '[]'::json),
-            '_mfa_required', EXISTS (SELECT 1 FROM memberships m WHERE m.enforce_mfa),
+            '_mfa_required', EXISTS (SELECT 1
+                                       FROM memberships m
+                                      WHERE m.enforce_mfa
+                                        AND m.membership_status = 'active'),
             '_legacy_refused', COALESCE((
                 SELECT json_agg(m.account_id ORDER BY m.account_id)
                   FROM memberships m
-                 WHERE m.restrict_legacy_access_token), '[]'::json)));
+                 WHERE m.restrict_legacy_access_token
+                   AND m.membership_status = 'active'), '[]'::json)));
 END
 $$;
 
