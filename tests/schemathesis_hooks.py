@@ -29,6 +29,7 @@ from resources.sessions import CANNOT_REVOKE_CURRENT
 from services import memberships
 from services import mfa
 from services import passwords
+from services import personal_tokens
 from services import sessions
 from validators import load_validators
 
@@ -48,6 +49,8 @@ REFUSED_FIELDS = {
     # who the member is, not what was sent (SPEC 18)
     memberships.CANNOT_SUSPEND_SELF,
     memberships.LAST_ADMINISTRATOR,
+    # an account the caller is not a member of (SPEC 17)
+    personal_tokens.NOT_A_MEMBER,
 }
 
 
