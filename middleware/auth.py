@@ -80,7 +80,7 @@ CREDENTIAL_FIELDS = ('access_token', 'pubsub_token')
 _CARRIES_CREDENTIAL = re.compile(rb'"(?:access_token|pubsub_token)"\s*:\s*"')
 
 
-_NONE_SUSPENDED = frozenset()
+_EMPTY = frozenset()
 
 
 class Caller:
@@ -134,7 +134,7 @@ class Caller:
         self.suspended = (
             frozenset(entry['id'] for entry in accounts) - self.roles.keys()
             if len(self.roles) < len(accounts)
-            else _NONE_SUSPENDED
+            else _EMPTY
         )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text
@@ -154,9 +154,8 @@ class Caller:
             if account_ids is not None:
                 self.token_accounts = frozenset(account_ids)
         # The profile's access_token (``legacy``): the accounts that no longer take it.
-        self.legacy_refused = frozenset(
-            doc.get('_legacy_refused') or () if legacy else ()
-        )
+        refused = doc.get('_legacy_refused') if legacy else None
+        self.legacy_refused = frozenset(refused) if refused else _EMPTY
 
 
 def _forwarded_header(req, name):
@@ -245,10 +244,12 @@ class TokenAuth:
         level = access_level(resource, req.method)
         if level in (None, 'public'):
             return
+        # The WSGI names: req.get_header would derive them from these on each call.
+        env = req.env
         token, client, uid = (
-            req.get_header('access-token'),
-            req.get_header('client'),
-            req.get_header('uid'),
+            env.get('HTTP_ACCESS_TOKEN'),
+            env.get('HTTP_CLIENT'),
+            env.get('HTTP_UID'),
         )
         with_doc = req.method in getattr(resource, 'caller_document', ())
         if token and client and uid:
@@ -275,7 +276,7 @@ class TokenAuth:
         # Bearer is for personal access tokens only; PostgreSQL text holds no NUL.
         if bearer or '\x00' in credential:
             return None
-        with self._pool.connection() as conn:
+        with db.borrow(self._pool) as conn:
             row = self._by_access_token.fetchone(conn, credential)
         if row is None:
             return None
@@ -286,7 +287,7 @@ class TokenAuth:
     def _personal(self, credential, client_ip, with_doc):
         if not tokens.is_personal_token(credential):
             return None  # a typo or a forgery: no database look-up
-        with self._pool.connection() as conn:
+        with db.borrow(self._pool) as conn:
             row = self._by_personal_token.fetchone(conn, tokens.digest(credential))
             if row is None:
                 return None
@@ -323,7 +324,7 @@ class TokenAuth:
         return caller
 
     def _session(self, token, client, uid, with_doc):
-        with self._pool.connection() as conn:
+        with db.borrow(self._pool) as conn:
             row = self._by_token.fetchone(conn, tokens.digest(token))
             if row is None:
                 return None

@@ -4,6 +4,7 @@ import io
 import re
 
 from bodies import JSONHandler
+import db
 import errors
 from resources import send_json_text
 from services import avatars
@@ -78,7 +79,8 @@ class Profile:
         """
         caller = req.context.caller
         keep_client = caller.token[1] if caller.token else None
-        with self._pool.connection() as conn:
+        # db.borrow: the hot path's checkout; update() opens its transactions itself.
+        with db.borrow(self._pool) as conn:
             doc = profiles.update(
                 conn,
                 self._queries,

@@ -325,6 +325,8 @@ def test_a_malformed_token_is_refused_before_any_database_lookup(config):
             self.asked += 1
             raise RuntimeError('no database here')
 
+        getconn = connection  # db.borrow's way in
+
     pool = CountingPool()
     app = webtest.TestApp(app_module.create_app(config, pool))
     good = tokens.new_personal_token()
