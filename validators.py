@@ -13,6 +13,7 @@ import copy
 import datetime
 import json
 import pathlib
+import urllib.parse
 import zoneinfo
 
 import jsonschema
@@ -182,7 +183,7 @@ class SchemaValidator:
     def __init__(self, name, schema, registry):
         self.name = name
         self.schema = schema
-        checked = registry.contents(f'{name}.json')
+        checked = inline_refs(registry, f'{name}.json')
         self._validator = _Validator(
             checked, registry=registry, format_checker=_FORMATS
         )
@@ -206,6 +207,45 @@ class SchemaValidator:
         if '' in dict(found):
             raise errors.Unprocessable(message='Request body must be a JSON object')
         raise errors.Unprocessable(found)
+
+
+def inline_refs(registry, uri, node=None, seen=()):
+    """The schema at ``uri`` with every ``$ref`` replaced by what it points to.
+
+    Validating with ``$ref`` looks each one up in the registry on every request; a
+    typical profile update spent half of its validation there (31 against 17 µs,
+    issue 19). The result validates exactly as the original: a ``$ref`` beside other
+    keywords becomes an ``allOf`` of its target in the same place, which 2020-12 says
+    is what it means. A reference cycle stops the boot (no schema has one).
+    """
+    if node is None:
+        node = registry.contents(uri)
+    if isinstance(node, list):
+        return [inline_refs(registry, uri, item, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    inlined = {}
+    for key, value in node.items():
+        if key != '$ref':
+            inlined[key] = inline_refs(registry, uri, value, seen)
+            continue
+        file, _, pointer = value.partition('#')
+        # The file the target is in: its own references are relative to it.
+        target_uri = urllib.parse.urljoin(uri, file) if file else uri
+        if (target_uri, pointer) in seen:
+            raise RuntimeError(f'{uri}: $ref {value} is a cycle')
+        target = inline_refs(
+            registry,
+            target_uri,
+            registry.resolver(base_uri=uri).lookup(value).contents,
+            (*seen, (target_uri, pointer)),
+        )
+        if len(node) == 1:
+            return target
+        if 'allOf' in node:
+            raise RuntimeError(f'{uri}: $ref beside allOf is not inlined')
+        inlined['allOf'] = [target]
+    return inlined
 
 
 def load_schemas(directory=SCHEMAS_DIR):
