@@ -16,6 +16,7 @@ import time
 
 import bcrypt
 
+from bench.against import run_against
 from bench.avatars import run_avatars
 from bench.budget import run_budget
 from bench.common import ENDPOINTS
@@ -67,6 +68,14 @@ def main():
         '--budget',
         action='store_true',
         help='the hot endpoints against bench/budget.json; exit 1 above it',
+    )
+    parser.add_argument(
+        '--against',
+        metavar='REV',
+        help=(
+            'the --budget endpoints here and in git revision REV, interleaved in one '
+            'run; exit 1 when one costs more than 5%% more CPU per request'
+        ),
     )
     parser.add_argument(
         '--pgbouncer',
@@ -130,7 +139,7 @@ def main():
     if args.only and not set(args.only.split(',')) <= set(LABELS) - {'healthz'}:
         parser.error(f'--only takes {",".join(name for name, _, _ in ENDPOINTS)}')
     if args.rounds is None:
-        args.rounds = 3 if args.budget else 1
+        args.rounds = 3 if args.budget or args.against else 1
     if args.large_users <= args.users:
         parser.error('--large-users must be more than --users')
 
@@ -151,10 +160,19 @@ def main():
     if args.budget:
         budget_lines, within_budget = run_budget(args, password_hash)
         lines += budget_lines + ['']
+    if args.against:
+        against_lines, not_costlier = run_against(args, password_hash)
+        lines += against_lines + ['']
+        within_budget = within_budget and not_costlier
     if args.avatars:
         lines += run_avatars(args, password_hash) + ['']
     if args.all or not (
-        args.scale or args.leak or args.avatars or args.pgbouncer or args.budget
+        args.scale
+        or args.leak
+        or args.avatars
+        or args.pgbouncer
+        or args.budget
+        or args.against
     ):
         lines += run_endpoints(args, password_hash) + ['']
     if args.all or args.scale:
@@ -169,7 +187,7 @@ def main():
     args.output.write_text(text)
     print(f'written to {args.output} ({time.monotonic() - started:.0f} s)')
     if not within_budget:
-        sys.exit('bench: above bench/budget.json (the table above)')
+        sys.exit('bench: above bench/budget.json or costlier than --against (above)')
 
 
 if __name__ == '__main__':

@@ -257,10 +257,10 @@ def get(url, timeout=5):
 
 
 @contextlib.contextmanager
-def server(url, args, extra_env=None, name=''):
+def server(url, args, extra_env=None, name='', root=ROOT):
     """gunicorn -c gunicorn.conf.py as in production, with RATE_LIMITS=off;
     ``extra_env`` adds variables, ``name`` tells the access logs of several at once
-    apart."""
+    apart, ``root`` is the checkout it runs (--against: another revision's)."""
     RESULTS.mkdir(exist_ok=True)
     # The app writes its access lines (status=...) to gunicorn's output: one file per
     # server, so several at once (--pgbouncer) are told apart.
@@ -281,7 +281,7 @@ def server(url, args, extra_env=None, name=''):
     with open(server_log, 'ab') as log:
         proc = subprocess.Popen(
             [sys.executable, '-m', 'gunicorn', '-c', 'gunicorn.conf.py'],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
