@@ -59,7 +59,7 @@ def routes(pool, queries, config, validators):
         ('/healthz', health.Health()),
         ('/readyz', health.Ready(pool, queries)),
         ('/api', health.ApiInfo(pool, queries)),
-        (ACCOUNT, accounts.AccountItem(pool, queries, validators)),
+        (ACCOUNT, accounts.AccountItem(pool, queries, config, validators)),
         (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
         ('/api/v1/profile', profile.Profile(pool, queries, config, validators)),

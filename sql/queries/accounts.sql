@@ -4,9 +4,10 @@ VALUES (%(name)s, %(locale)s)
 RETURNING id;
 
 -- name: document
+-- Run through db.Lookup (GET /api/v1/accounts/{id}, a hot endpoint): $1 is the account id.
 SELECT account_json(a)::text AS doc
   FROM accounts a
- WHERE a.id = %(account_id)s;
+ WHERE a.id = $1;
 
 -- name: update
 -- Only the keys present in the patch change. timezone, industry and company_size live in
