@@ -25,11 +25,11 @@ def _text(doc, key):
     return value.strip() if isinstance(value, str) else ''
 
 
-def _send_row(resp, row):
+def _send_account(resp, doc):
     # The membership was checked a moment ago; the account may have gone since.
-    if row is None:
+    if doc is None:
         raise errors.NotFound()
-    send_json_text(resp, row['doc'])
+    send_json_text(resp, doc)
 
 
 class AccountCollection:
@@ -166,10 +166,7 @@ class AccountItem:
         # The hot path's checkout and statement (db.borrow, db.Lookup: issue 19).
         with db.borrow(self._pool) as conn:
             row = self._document.fetchone(conn, account_id)
-        # The membership was checked a moment ago; the account may have gone since.
-        if row is None:
-            raise errors.NotFound()
-        send_json_text(resp, row[0].decode())
+        _send_account(resp, row and row[0].decode())
 
     def on_put(self, req, resp, account_id):
         """Change an account
@@ -199,7 +196,7 @@ class AccountItem:
                     facts=req.context.facts,
                     details={'fields': sorted(patch)},
                 )
-        _send_row(resp, row)
+        _send_account(resp, row and row['doc'])
 
     on_patch = on_put
 
@@ -225,7 +222,7 @@ class AccountCacheKeys:
             row = conn.execute(
                 self._cache_keys_sql, {'account_id': account_id}
             ).fetchone()
-        _send_row(resp, row)
+        _send_account(resp, row and row['doc'])
         resp.cache_control = [CACHE_CONTROL]
 
 
