@@ -209,7 +209,7 @@ class SchemaValidator:
         raise errors.Unprocessable(found)
 
 
-def inline_refs(registry, uri, node=None, seen=()):
+def inline_refs(registry, uri):
     """The schema at ``uri`` with every ``$ref`` replaced by what it points to.
 
     Validating with ``$ref`` looks each one up in the registry on every request; a
@@ -218,23 +218,25 @@ def inline_refs(registry, uri, node=None, seen=()):
     keywords becomes an ``allOf`` of its target in the same place, which 2020-12 says
     is what it means. A reference cycle stops the boot (no schema has one).
     """
-    if node is None:
-        node = registry.contents(uri)
+    return _inline(registry, uri, registry.contents(uri), ())
+
+
+def _inline(registry, uri, node, seen):
     if isinstance(node, list):
-        return [inline_refs(registry, uri, item, seen) for item in node]
+        return [_inline(registry, uri, item, seen) for item in node]
     if not isinstance(node, dict):
         return node
     inlined = {}
     for key, value in node.items():
         if key != '$ref':
-            inlined[key] = inline_refs(registry, uri, value, seen)
+            inlined[key] = _inline(registry, uri, value, seen)
             continue
         file, _, pointer = value.partition('#')
         # The file the target is in: its own references are relative to it.
         target_uri = urllib.parse.urljoin(uri, file) if file else uri
         if (target_uri, pointer) in seen:
             raise RuntimeError(f'{uri}: $ref {value} is a cycle')
-        target = inline_refs(
+        target = _inline(
             registry,
             target_uri,
             registry.resolver(base_uri=uri).lookup(value).contents,

@@ -117,3 +117,26 @@ def test_a_reference_cycle_stops_the_boot():
     )
     with pytest.raises(RuntimeError, match='is a cycle'):
         validators.inline_refs(registry, 'loop.json')
+
+
+def test_null_values_in_a_schema_stay_null():
+    """A JSON null in a schema (an enum member, a const) is kept as it is, not taken for
+    the start of a new walk."""
+    schema = {
+        '$schema': 'https://json-schema.org/draft/2020-12/schema',
+        'properties': {
+            'a': {'enum': ['x', None]},
+            'b': {'const': None},
+            'c': {'$ref': '#/$defs/maybe'},
+        },
+        '$defs': {'maybe': {'enum': [None, 1]}},
+    }
+    registry = referencing.Registry().with_resources(
+        [('nulls.json', referencing.Resource.from_contents(schema))]
+    )
+    inlined = validators.inline_refs(registry, 'nulls.json')
+    assert inlined['properties'] == {
+        'a': {'enum': ['x', None]},
+        'b': {'const': None},
+        'c': {'enum': [None, 1]},
+    }
