@@ -2,7 +2,9 @@
 
 import functools
 import hashlib
+import importlib.util
 import logging
+import pathlib
 import urllib.request
 
 import bcrypt
@@ -53,10 +55,20 @@ def common_passwords():
     From the installed package, not a copy in this repository: the list is maintained
     there (it is what zxcvbn itself ranks passwords against), and loaded once per
     process.
-    """
-    from zxcvbn.frequency_lists import FREQUENCY_LISTS
 
-    return frozenset(word.lower() for word in FREQUENCY_LISTS['passwords'])
+    NOTE: its module is run on its own, not imported: importing anything of zxcvbn runs
+    the package's ``__init__``, whose matcher ranks every list (English words, names,
+    TV and film words) into dictionaries it keeps for the life of the process, which
+    made each gunicorn worker 9 MB larger (docs/performance.md). Run this way, the
+    other lists are garbage once the set below is built.
+    """
+    location = importlib.util.find_spec('zxcvbn').submodule_search_locations[0]
+    spec = importlib.util.spec_from_file_location(
+        'frontdesk_zxcvbn_lists', pathlib.Path(location, 'frequency_lists.py')
+    )
+    lists = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lists)
+    return frozenset(word.lower() for word in lists.FREQUENCY_LISTS['passwords'])
 
 
 def _personal_parts(email, name):

@@ -5,7 +5,10 @@ outbox worker to a real SMTP server; the links are taken from the messages recei
 """
 
 import datetime
+import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -979,3 +982,25 @@ def test_the_common_list_comes_from_the_package_and_is_large():
     from services import passwords
 
     assert len(passwords.common_passwords()) >= 20_000
+
+
+def test_the_common_password_list_leaves_zxcvbn_unloaded():
+    """The list is read without running zxcvbn's package (services/passwords.py): its
+    matcher ranks every other list into dictionaries kept for the life of the process,
+    10.7 MB of each gunicorn worker's RSS (docs/performance.md). In a fresh interpreter,
+    since the test process may have imported zxcvbn for other reasons."""
+    script = (
+        'import sys\n'
+        'from services import passwords\n'
+        'words = passwords.common_passwords()\n'
+        'print(len(words), "qwertyuiop" in words,'
+        ' sorted(name for name in sys.modules if name.startswith("zxcvbn")))\n'
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', script],
+        cwd=pathlib.Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split(' ', 2) == ['30000', 'True', '[]\n']
