@@ -74,6 +74,9 @@ class RequestFacts:
     caller_email: str | None = None
     session_id: int | None = None
     request_id: str | None = None
+    # The personal access token the request came with (SPEC 17), so that after a leak
+    # the audit log tells what that token did.
+    personal_token_id: int | None = None
 
 
 NO_REQUEST = RequestFacts()
@@ -91,6 +94,7 @@ def request_facts(ip_address, user_agent, caller=None, request_id=None):
         caller_email=caller.email if caller is not None else None,
         session_id=caller.session_id if caller is not None else None,
         request_id=request_id,
+        personal_token_id=caller.personal_token_id if caller is not None else None,
     )
 
 
@@ -127,13 +131,19 @@ def record(
     """Append one audit row in the caller's transaction.
 
     ``facts``: the RequestFacts of the request, or None; the IP address, user agent and
-    session come from it. ``actor_id`` defaults to the signed-in caller, ``subject_id``
-    to the actor. ``session_id`` overrides the request's (a sign-in records the session
-    it opened).
+    session come from it, and a personal access token's id goes into ``details`` as
+    ``personal_access_token_id``. ``actor_id`` defaults to the signed-in caller,
+    ``subject_id`` to the actor. ``session_id`` overrides the request's (a sign-in
+    records the session it opened).
     """
     if event not in EVENTS:
         raise ValueError(f'unknown audit event {event!r}')
     facts = facts or NO_REQUEST
+    if facts.personal_token_id is not None:
+        details = {
+            **(details or {}),
+            'personal_access_token_id': facts.personal_token_id,
+        }
     if actor_id is None:
         actor_id = facts.caller_id
     conn.execute(

@@ -959,3 +959,36 @@ def test_a_session_issued_long_ago_but_used_now_is_still_stale(
         assert not sessions.recently_authenticated(db, queries, config, session_id)
     testapp.get('/api/v1/profile', headers=user.headers)
     create(testapp, user, status=403)
+
+
+def test_the_audit_log_names_the_token_that_acted(testapp, admin, make_user, conn):
+    """After a leak, the owner and the administrators can tell what that token did: an
+    event a personal access token causes carries its id; one a session causes does
+    not."""
+    made = create(testapp, admin, scopes=['account:write']).json
+    account = f'/api/v1/accounts/{admin.account_id}'
+    testapp.patch_json(account, {'name': 'By token'}, headers=bearer(made['token']))
+    testapp.patch_json(account, {'name': 'By session'}, headers=admin.headers)
+    changes = events(conn, admin.id, 'account_settings_changed')
+    assert [row['details'].get('personal_access_token_id') for row in changes] == [
+        made['id'],
+        None,
+    ]
+    # A role refusal: an agent's token, with the scope, on an administrators' route.
+    agent = make_user(account_id=admin.account_id)
+    refused = create(testapp, agent, scopes=['account:write']).json
+    testapp.put_json(
+        account, {'name': 'Mine'}, headers=bearer(refused['token']), status=401
+    )
+    refusals = events(conn, agent.id, 'access_refused')
+    assert [row['details']['personal_access_token_id'] for row in refusals] == [
+        refused['id']
+    ]
+    # What the owner reads in their feed says so too.
+    feed = testapp.get('/api/v1/profile/audit_events', headers=admin.headers).json
+    by_token = [
+        event
+        for event in feed['events']
+        if event['event'] == 'account_settings_changed'
+    ]
+    assert by_token[-1]['details']['personal_access_token_id'] == made['id']
