@@ -12,6 +12,7 @@ The schema files go under ``components/schemas``: each file that describes a bod
 relative ``$ref``s rewritten to point there (components()).
 """
 
+import copy
 import inspect
 import re
 
@@ -1232,10 +1233,14 @@ def describe(document):
                 .get('application/json')
             )
             stem = content and content['schema']['$ref'].rpartition('/')[2]
+            # Copies: a reader of the document that fills an example in (a test tool
+            # in the same process) must not change every other document built later.
             if stem in REQUEST_EXAMPLES:
-                content['example'] = REQUEST_EXAMPLES[stem]
+                content['example'] = copy.deepcopy(REQUEST_EXAMPLES[stem])
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
                 if name in EXAMPLES:
-                    response['content']['application/json']['example'] = EXAMPLES[name]
+                    response['content']['application/json']['example'] = copy.deepcopy(
+                        EXAMPLES[name]
+                    )
     return document
