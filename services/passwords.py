@@ -59,8 +59,8 @@ def common_passwords():
     NOTE: its module is run on its own, not imported: importing anything of zxcvbn runs
     the package's ``__init__``, whose matcher ranks every list (English words, names,
     TV and film words) into dictionaries it keeps for the life of the process, which
-    made each gunicorn worker 9 MB larger (docs/performance.md). Run this way, the
-    other lists are garbage once the set below is built.
+    made each gunicorn worker 10.7 MB larger (bench/run --leak, docs/performance.md).
+    Run this way, the other lists are garbage once the set below is built.
     """
     location = importlib.util.find_spec('zxcvbn').submodule_search_locations[0]
     spec = importlib.util.spec_from_file_location(
