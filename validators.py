@@ -221,13 +221,31 @@ def inline_refs(registry, uri):
     return _inline(registry, uri, registry.contents(uri), ())
 
 
+# Keywords whose value maps names to schemas (a property may be named "$ref"), and
+# those whose value is an instance, not a schema: neither is a reference.
+_SCHEMA_MAPS = frozenset(
+    ('properties', 'patternProperties', 'dependentSchemas', '$defs', 'definitions')
+)
+_INSTANCES = frozenset(('const', 'enum', 'default', 'examples'))
+
+
 def _inline(registry, uri, node, seen):
+    """``node``, a schema or a list of schemas, with its references inlined."""
     if isinstance(node, list):
         return [_inline(registry, uri, item, seen) for item in node]
     if not isinstance(node, dict):
         return node
     inlined = {}
     for key, value in node.items():
+        if key in _INSTANCES:
+            inlined[key] = value
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            inlined[key] = {
+                name: _inline(registry, uri, schema, seen)
+                for name, schema in value.items()
+            }
+            continue
         if key != '$ref':
             inlined[key] = _inline(registry, uri, value, seen)
             continue

@@ -140,3 +140,33 @@ def test_null_values_in_a_schema_stay_null():
         'b': {'const': None},
         'c': {'enum': [None, 1]},
     }
+
+
+def test_a_property_named_ref_and_data_that_looks_like_one_are_not_references():
+    """Only a ``$ref`` in a schema's own keywords is a reference: one that names a
+    property, or sits in a const, an enum or an example, stays as it is."""
+    schema = {
+        '$schema': 'https://json-schema.org/draft/2020-12/schema',
+        'type': 'object',
+        'properties': {
+            '$ref': {'type': 'string'},
+            'link': {'const': {'$ref': '#/$defs/text'}},
+            'text': {'$ref': '#/$defs/text'},
+        },
+        'examples': [{'$ref': 'x', 'link': {'$ref': '#/$defs/text'}}],
+        '$defs': {'text': {'type': 'string', 'maxLength': 3}},
+    }
+    registry = referencing.Registry().with_resources(
+        [('refs.json', referencing.Resource.from_contents(schema))]
+    )
+    inlined = validators.inline_refs(registry, 'refs.json')
+    assert inlined['properties'] == {
+        '$ref': {'type': 'string'},
+        'link': {'const': {'$ref': '#/$defs/text'}},
+        'text': {'type': 'string', 'maxLength': 3},
+    }
+    assert inlined['examples'] == schema['examples']
+    check = validators._Validator(inlined, registry=registry)
+    assert not list(check.iter_errors({'$ref': 'x', 'link': {'$ref': '#/$defs/text'}}))
+    assert [e.validator for e in check.iter_errors({'$ref': 1})] == ['type']
+    assert [e.validator for e in check.iter_errors({'text': 'long'})] == ['maxLength']
