@@ -103,7 +103,10 @@ def main():
         '--rounds',
         type=int,
         default=None,
-        help='repeat the alternating sequence; medians are shown',
+        help=(
+            'repeat the alternating sequence; medians are shown'
+            ' (default: 5 with --budget, 3 with --against, else 1)'
+        ),
     )
     parser.add_argument('-c', '--connections', type=int, default=16)
     parser.add_argument('-t', '--threads', type=int, default=1)
@@ -139,7 +142,9 @@ def main():
     if args.only and not set(args.only.split(',')) <= set(LABELS) - {'healthz'}:
         parser.error(f'--only takes {",".join(name for name, _, _ in ENDPOINTS)}')
     if args.rounds is None:
-        args.rounds = 3 if args.budget or args.against else 1
+        # --budget: 5, for a steadier verdict near a line (PUT's single rounds spread
+        # ±12 % in one run, docs/performance.md, fourth pass).
+        args.rounds = 5 if args.budget else 3 if args.against else 1
     if args.large_users <= args.users:
         parser.error('--large-users must be more than --users')
 

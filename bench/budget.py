@@ -3,7 +3,7 @@
 Each endpoint's CPU per request (gunicorn and this database's PostgreSQL backends) is
 divided by /healthz's in the runs either side of it, in the same server: a ratio that
 other load on the machine moves much less than req/s. The median over ``--rounds``
-(3 unless given) is compared with the budget.
+(5 unless given) is compared with the budget.
 """
 
 import json
