@@ -67,9 +67,15 @@ def update(
     image = avatars.prepare(upload) if upload else None
     email = _normalised_email(profile)
     stored = None
-    # The current password, checked for a password change, spends the user's guessing
-    # budget (SPEC 3.4); counted outside the transaction, which a wrong one rolls back.
-    kinds = ('password',) if _changes_password(profile) else ()
+    # The current password, checked for a password change or an address change, spends
+    # the user's guessing budget (SPEC 3.4); counted outside the transaction, which a
+    # wrong one rolls back. A count for a check that is never made is given back.
+    kinds = (
+        ('password',)
+        if _changes_password(profile)
+        or (email is not None and profile.get('current_password') is not None)
+        else ()
+    )
     try:
         with (
             guessing.guard(conn, queries, config, user_id, kinds, facts) as checks,
@@ -89,7 +95,7 @@ def update(
             _check(config, validator, doc, profile, user, checks)
             if new_email:
                 _check_recent_authentication(
-                    conn, queries, config, profile, user, facts
+                    conn, queries, config, profile, user, facts, checks
                 )
                 _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
@@ -136,17 +142,19 @@ def update(
     return user_doc
 
 
-def _check_recent_authentication(conn, queries, config, profile, user, facts):
+def _check_recent_authentication(conn, queries, config, profile, user, facts, checks):
     """An e-mail change needs the current password, or a session that checked one (or a
     second factor) within REAUTH_WINDOW_MINUTES (SPEC 3.4): a stolen session alone
     cannot move the account. A current password that is sent must be right (the 422 of
-    5.4)."""
+    5.4), and its check spends the password budget like every other (``checks``), or a
+    stolen session could guess the password here without limit."""
     current = profile.get('current_password')
     session_id = facts.session_id if facts else None
     if current is not None:
-        if not (
+        if not checks.note(
+            'password',
             isinstance(current, str)
-            and passwords.check_password(current, user['encrypted_password'])
+            and passwords.check_password(current, user['encrypted_password']),
         ):
             raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
         sessions.mark_authenticated(conn, queries, session_id)

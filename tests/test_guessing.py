@@ -8,6 +8,7 @@ A window's end is reached by moving the stored window back, not by sleeping.
 import concurrent.futures
 
 from tests.support.servers import http
+from tests.support.users import unique_email
 from tests.test_mfa import Authenticator
 from tests.test_mfa import challenge
 from tests.test_mfa import enable
@@ -228,3 +229,41 @@ def test_concurrent_wrong_guesses_cannot_exceed_the_budget(gunicorn_url, make_us
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(guess, range(24)))
     assert statuses.count(422) == 10 and statuses.count(429) == 14
+
+
+def test_the_current_password_of_an_email_change_spends_the_password_budget(
+    testapp, make_user, conn
+):
+    # Review finding: an e-mail change checks `current_password` (SPEC 3.4, recent
+    # authentication) outside the budget, so a stolen session, stale or not, could
+    # guess the password there without limit, and with it pass the reauthentication
+    # check (a fresh session: a new address, personal access tokens).
+    user = make_user()
+    conn.execute(
+        "UPDATE user_tokens SET authenticated_at = now() - interval '1 hour'"
+        ' WHERE user_id = %s',
+        (user.id,),
+    )
+
+    def email_change(current, status):
+        return testapp.put_json(
+            '/api/v1/profile',
+            {'profile': {'email': unique_email('new'), 'current_password': current}},
+            headers=user.headers,
+            status=status,
+        )
+
+    for _ in range(10):
+        email_change('not the password', 422)
+    # The budget is spent: the right password is refused too, here and at sign-in.
+    email_change(user.password, 429)
+    testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status=429
+    )
+    assert (
+        testapp.get('/api/v1/profile', headers=user.headers).json['unconfirmed_email']
+        is None
+    )
+    assert events(
+        conn, user.id, 'password_check_failed', 'password_guesses_exhausted'
+    ) == (['password_check_failed'] * 10 + ['password_guesses_exhausted'])
