@@ -10,6 +10,9 @@ from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 from tests.support.users import insert_personal_tokens
 from tests.support.users import PASSWORD
+from tests.test_confirmations import queued_token
+from tests.test_suspension import interleave
+from tests.test_suspension import suspending
 
 
 def token_headers(answer):
@@ -248,3 +251,83 @@ def test_parallel_creations_keep_to_fifty_live_tokens(service, make_user, conn):
         (user.id,),
     ).fetchone()['n']
     assert live == 50
+
+
+# A personal access token minted while the mailbox takes the account back (SPEC 3.4,
+# 17, 18): the creation authenticated before the reset or lockout committed, and waits
+# for the user's row it holds. What it then mints must not outlive that change.
+
+
+def _creating(service, user):
+    return lambda: http(
+        'POST',
+        service + TOKENS,
+        {'name': 'late', 'scopes': ['profile:read'], 'expires_in_days': 1},
+        headers=user.headers,
+    )
+
+
+def _used_once(service, user):
+    """Stamp the session as used now, so the creation's authentication writes nothing
+    (and so waits for no row lock the test holds)."""
+    assert http('GET', service + '/api/v1/profile', headers=user.headers).status == 200
+
+
+def _personal_tokens_of(conn, user):
+    return conn.execute(
+        'SELECT count(*) AS n FROM personal_access_tokens WHERE user_id = %s',
+        (user.id,),
+    ).fetchone()['n']
+
+
+def test_a_token_created_while_a_password_reset_commits_dies_with_it(
+    service, make_user, conn, direct_database_url
+):
+    """The reset holds the user's row and is about to revoke every session and token
+    (it waits for the attacker's session row, which the test holds); a creation with
+    that session, authenticated a moment earlier, waits for the user's row. The reset
+    ends that session: the creation must not mint a token after it."""
+    owner = make_user()
+    _used_once(service, owner)
+    http('POST', service + '/auth/password', {'email': owner.email})
+    reset = queued_token(conn, owner.email, 'reset_password_token')
+    was_reset, created = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (owner.id,)),
+        (
+            lambda: http(
+                'PUT',
+                service + '/auth/password',
+                {'reset_password_token': reset, 'password': 'a brand new secret 7'},
+            ),
+            'personal_tokens_revoked',
+        ),
+        (_creating(service, owner), 'Serialises token issuance'),
+    )
+    assert was_reset.status == 200
+    assert created.status == 403, created.json
+    assert created.json['error_code'] == 'reauthentication_required'
+    assert _personal_tokens_of(conn, owner) == 0
+
+
+def test_a_token_created_while_a_lockout_commits_dies_with_it(
+    service, admin, make_user, conn, direct_database_url
+):
+    """The suspension of the member's only account holds the member's row and is about
+    to lock them out (it waits for the member's session row, which the test holds); the
+    member's creation waits for that row. The lockout ends every session and token: the
+    creation must not mint one after it."""
+    member = make_user(account_id=admin.account_id)
+    _used_once(service, member)
+    suspended, created = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)),
+        (suspending(service, admin, member), 'user_locked_out(u.id)'),
+        (_creating(service, member), 'Serialises token issuance'),
+    )
+    assert suspended.status == 200
+    assert created.status == 403, created.json
+    assert created.json['error_code'] == 'reauthentication_required'
+    assert _personal_tokens_of(conn, member) == 0
