@@ -1004,3 +1004,101 @@ def test_two_administrators_suspending_each_other_leave_one_active(
         (admin.account_id,),
     ).fetchone()['n']
     assert active == 1
+
+
+# --- a lockout racing a request that mints a credential -------------------------------
+
+
+def minting(service, member, path, body=None):
+    """``member``'s request (with a session) to ``path``, which hands out a
+    credential."""
+    return lambda: http('POST', service + path, body, headers=member.headers)
+
+
+def lockout_racing(
+    service, admin, member, conn, direct_database_url, request, waits_in
+):
+    """The suspension that locks ``member`` out holds their row and is about to revoke
+    their sessions (it waits for the session row, which the test holds); ``request``,
+    authenticated a moment before, waits for the member's row in ``waits_in``; then
+    both go on. Returns the answer to ``request``."""
+    # Used once, so the request's authentication writes nothing to the held row.
+    assert (
+        http('GET', service + '/api/v1/profile', headers=member.headers).status == 200
+    )
+    suspended, answer = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (member.id,)),
+        (suspending(service, admin, member), 'user_locked_out(u.id)'),
+        (request, waits_in),
+    )
+    assert suspended.status == 200
+    assert sessions_of(conn, member) == 0
+    return answer
+
+
+def test_a_personal_token_minted_while_a_lockout_waits_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    """SPEC 18: a member locked out has no token left. The token request passed the
+    access rules and the recent-authentication check with the session the lockout is
+    about to end, and waits for the member's row: it must not mint a token that
+    outlives the lockout (and comes back on reactivation)."""
+    member = make_user(account_id=admin.account_id)
+    answer = lockout_racing(
+        service,
+        admin,
+        member,
+        conn,
+        direct_database_url,
+        minting(
+            service,
+            member,
+            '/api/v1/profile/access_tokens',
+            {'name': 'CI', 'scopes': ['profile:read'], 'expires_in_days': 30},
+        ),
+        'Serialises token issuance',
+    )
+    if answer.status == 201:
+        token = json.loads(answer.body)['token']
+        reads = http(
+            'GET',
+            service + '/api/v1/profile',
+            headers={'Authorization': f'Bearer {token}'},
+        )
+        assert reads.status == 401, 'the locked-out member holds a working token'
+    assert answer.status == 401, answer.body
+    assert (
+        conn.execute(
+            'SELECT count(*) AS n FROM personal_access_tokens WHERE user_id = %s',
+            (member.id,),
+        ).fetchone()['n']
+        == 0
+    )
+
+
+def test_an_access_token_reset_while_a_lockout_waits_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    """As above for reset_access_token: the new access token must not reach the
+    locked-out member, nor act as them once an administrator reactivates them."""
+    member = make_user(account_id=admin.account_id)
+    answer = lockout_racing(
+        service,
+        admin,
+        member,
+        conn,
+        direct_database_url,
+        minting(service, member, '/api/v1/profile/reset_access_token'),
+        'SPEC 3.3 "credential change"',
+    )
+    if answer.status == 200:
+        token = json.loads(answer.body)['access_token']
+        reads = http(
+            'GET', service + '/api/v1/profile', headers={'api_access_token': token}
+        )
+        assert reads.status == 401, 'the locked-out member holds a working token'
+    assert answer.status == 401, answer.body
+    assert b'access_token' not in answer.body
+    assert events(conn, member.id, 'access_token_reset') == []
