@@ -3,6 +3,7 @@ through."""
 
 from services import audit
 from services import security_mail
+from services import sessions
 import tokens
 
 # reason: (its audit event, its security e-mail or None) (SPEC 14)
@@ -64,6 +65,11 @@ def change(
             'revoke_personal_tokens': reason in REVOKES_PERSONAL_TOKENS,
         },
     ).fetchone()
+    if keep_client is not None:
+        # The statement above waited for the user row: the session it keeps must have
+        # outlived whatever committed meanwhile (a lockout, SPEC 18), or the new access
+        # token would reach whoever held it.
+        sessions.require_kept(conn, queries, user_id, keep_client)
     revoked = changed['personal_tokens_revoked']
     if revoked:
         mail_extra = dict(mail_extra or {})

@@ -25,10 +25,9 @@ def create(conn, queries, config, user_id, session_id, doc, facts):
     have checked a password or second factor within REAUTH_WINDOW_MINUTES (SPEC 3.4): a
     stolen session alone cannot mint a credential that outlives it.
     """
-    # Serialises creation per user: the cap of MAX_LIVE holds under concurrency. The
-    # session is checked after the lock, in a statement of its own: a password reset,
-    # revert or lockout that committed while this waited has ended it (and every token
-    # of the user), and a token minted now would outlive that change.
+    # Serialises creation per user: the cap of MAX_LIVE holds under concurrency. Taken
+    # before the session is looked at, so a lockout (SPEC 18) or a reset that ended it
+    # while this waited is seen: a 401, no token that outlives it.
     conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
     if not sessions.recently_authenticated(conn, queries, config, session_id):
         raise errors.ReauthenticationRequired()

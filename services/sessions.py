@@ -158,14 +158,33 @@ def revoke_one(conn, queries, user_id, session_id, facts=None):
 
 def recently_authenticated(conn, queries, config, session_id):
     """Whether session ``session_id`` checked a password or a second factor within
-    REAUTH_WINDOW_MINUTES (SPEC 3.4); False for no session (an integration token)."""
+    REAUTH_WINDOW_MINUTES (SPEC 3.4); False for no session (an integration token).
+
+    A session that is gone since the access rules found it (a lockout, SPEC 18; a
+    reset; the owner ending sessions) is the 401 of a revoked credential: asked with the
+    user row locked, this sees what committed while the request waited for it.
+    """
     if session_id is None:
         return False
     row = conn.execute(
         queries['sessions.recently_authenticated'],
         {'session_id': session_id, 'window_minutes': config.reauth_window_minutes},
     ).fetchone()
-    return row is not None and row['recent']
+    if row is None:
+        raise errors.Unauthenticated()
+    return row['recent']
+
+
+def require_kept(conn, queries, user_id, client):
+    """401 when the caller's session ``client`` is gone since the access rules found
+    it. For a request that acts with a session and hands out a credential (a new access
+    token, a personal access token): asked with the user row locked, so that what a
+    lockout (SPEC 18), a reset or the owner ending sessions ended while the request
+    waited for that row stays ended, and nothing new reaches the caller."""
+    if not conn.execute(
+        queries['sessions.kept'], {'user_id': user_id, 'client': client}
+    ).fetchone()['kept']:
+        raise errors.Unauthenticated()
 
 
 def mark_authenticated(conn, queries, session_id):

@@ -131,6 +131,15 @@ SELECT authenticated_at > now() - make_interval(mins => %(window_minutes)s) AS r
   FROM user_tokens
  WHERE id = %(session_id)s;
 
+-- name: kept
+-- Whether the caller's session still exists. Asked with the user row locked, in a statement
+-- of its own, so it sees what committed while the request waited for that row (a lockout,
+-- SPEC 18; a reset; the owner ending sessions).
+SELECT EXISTS (SELECT 1
+                 FROM user_tokens
+                WHERE user_id = %(user_id)s
+                  AND client = %(client)s) AS kept;
+
 -- name: mark_authenticated
 -- The session has just checked the user's password (or a second factor).
 UPDATE user_tokens
