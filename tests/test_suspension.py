@@ -1102,3 +1102,36 @@ def test_an_access_token_reset_while_a_lockout_waits_is_refused(
     assert answer.status == 401, answer.body
     assert b'access_token' not in answer.body
     assert events(conn, member.id, 'access_token_reset') == []
+
+
+def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    """An administrator's account change passed the access rules while they were
+    active and waits for the account row, which the suspension of that administrator
+    holds (the test holds it first, so the suspension queues ahead): once suspended,
+    the change must not be written (SPEC 18; the suspension itself re-reads the
+    caller's standing under that lock, services/memberships.py)."""
+    other = make_user(account_id=admin.account_id, role='administrator')
+    other.account_id = admin.account_id
+    suspended, changed = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
+        (suspending(service, other, admin), 'Serialises the suspensions'),
+        (
+            lambda: http(
+                'PUT',
+                service + f'/api/v1/accounts/{admin.account_id}',
+                {'name': 'Renamed by the suspended'},
+                headers=admin.headers,
+            ),
+            'Only the keys present in the patch change',
+        ),
+    )
+    assert suspended.status == 200
+    assert (changed.status, json.loads(changed.body)) == (403, SUSPENDED)
+    name = conn.execute(
+        'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
+    ).fetchone()['name']
+    assert name != 'Renamed by the suspended'
