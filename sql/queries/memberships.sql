@@ -22,6 +22,17 @@ SELECT id
  WHERE id = %(account_id)s
    FOR NO KEY UPDATE;
 
+-- name: still_administrator
+-- Whether the user is still an active administrator of the account: asked by a change of
+-- the account after its UPDATE took the account row, in a statement of its own, so it sees
+-- a suspension that committed while the UPDATE waited (suspensions take that row first).
+SELECT EXISTS (SELECT 1
+                 FROM account_users
+                WHERE account_id = %(account_id)s
+                  AND user_id = %(user_id)s
+                  AND role = 'administrator'
+                  AND status = 'active') AS administrator;
+
 -- name: member_for_change
 -- The member, with the account and the member's user row locked by earlier statements of
 -- this transaction (so this one sees every change that committed while it waited): whether
