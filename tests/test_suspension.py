@@ -1135,3 +1135,106 @@ def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
         'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
     ).fetchone()['name']
     assert name != 'Renamed by the suspended'
+
+
+# --- a suspension racing the member's own write of that membership --------------------
+
+# The member's requests that write their membership row: (method, path, body, a text of
+# the statement that does it). The UPDATE takes the membership row, then its trigger the
+# member's user row (migration 0014 keeps users.doc): the suspension must not take them
+# the other way round.
+MEMBERSHIP_WRITES = {
+    'heartbeat': (
+        'POST',
+        '/api/v1/accounts/{account_id}/update_active_at',
+        None,
+        'A suspended membership is not stamped',
+    ),
+    'set_active_account': (
+        'PUT',
+        '/api/v1/profile/set_active_account',
+        {'profile': {'account_id': '{account_id}'}},
+        'A suspended membership is not stamped',
+    ),
+    'availability': (
+        'POST',
+        '/api/v1/profile/availability',
+        {'profile': {'availability': 'busy', 'account_id': '{account_id}'}},
+        'SET availability',
+    ),
+    'auto_offline': (
+        'POST',
+        '/api/v1/profile/auto_offline',
+        {'profile': {'auto_offline': False, 'account_id': '{account_id}'}},
+        'SET auto_offline',
+    ),
+}
+
+
+def membership_write(service, member, account_id, kind):
+    """``member``'s request of ``kind`` (MEMBERSHIP_WRITES) naming ``account_id``, and
+    the text of the statement it writes the membership in."""
+    method, path, body, statement = MEMBERSHIP_WRITES[kind]
+    if body is not None:
+        body = {'profile': {**body['profile'], 'account_id': account_id}}
+    path = service + path.format(account_id=account_id)
+    return (
+        lambda: http(method, path, body, headers=member.headers),
+        statement,
+    )
+
+
+def membership(conn, account_id, user):
+    return conn.execute(
+        'SELECT status, availability, auto_offline, active_at IS NOT NULL AS stamped'
+        ' FROM account_users WHERE account_id = %s AND user_id = %s',
+        (account_id, user.id),
+    ).fetchone()
+
+
+@pytest.mark.parametrize('kind', sorted(MEMBERSHIP_WRITES))
+def test_a_suspension_waiting_for_the_members_own_membership_write_completes(
+    service, admin, make_user, conn, direct_database_url, kind
+):
+    """The member's write has taken their membership row and waits for their user row
+    (its trigger updates users.doc; the test holds the users table in SHARE mode, which
+    only that UPDATE needs); the suspension of that member comes next and waits
+    wherever it meets the member's write. Had the suspension taken the user row before
+    the membership row, each would hold a row the other waits for: PostgreSQL ends one
+    as a deadlock, and its client gets a 5xx. Both answer as SPEC 18 says instead: the
+    write came first and is kept, then the suspension locks the member out."""
+    member = make_user(account_id=admin.account_id)
+    write, statement = membership_write(service, member, admin.account_id, kind)
+    written, suspended = interleave(
+        direct_database_url,
+        conn,
+        ('LOCK TABLE users IN SHARE MODE', ()),
+        (write, statement),
+        # '': wherever the suspension waits for the member's write.
+        (suspending(service, admin, member), ''),
+    )
+    assert (written.status, suspended.status) == (200, 200), (
+        written.body,
+        suspended.body,
+    )
+    assert json.loads(suspended.body)['membership_status'] == 'suspended'
+    row = membership(conn, admin.account_id, member)
+    assert row['status'] == 'suspended'
+    assert {
+        'heartbeat': row['stamped'],
+        'set_active_account': row['stamped'],
+        'availability': row['availability'] == 'busy',
+        'auto_offline': row['auto_offline'] is False,
+    }[kind]
+    # The suspension left the member without an active membership: locked out.
+    assert sessions_of(conn, member) == 0
+    answer = http(
+        'POST',
+        service + '/auth/sign_in',
+        {'email': member.email, 'password': PASSWORD},
+    )
+    assert (answer.status, answer.json) == (401, LOCKED_OUT)
+    doc = conn.execute('SELECT doc FROM users WHERE id = %s', (member.id,)).fetchone()
+    assert [item['membership_status'] for item in doc['doc']['accounts']] == [
+        'suspended'
+    ]
