@@ -1,10 +1,21 @@
 """Suspending and reactivating a member of an account (SPEC 18).
 
 One transaction each, in this order of locks: the account row (two administrators
-cannot suspend each other past the last one), then the member's user row (the lock a
-sign-in issues its session under, services/sessions.refuse_locked_out), then the
-membership. A member left without an active membership is locked out in the same
-transaction (services/credentials.lock_out).
+cannot suspend each other past the last one), then the membership, then the member's
+user row (the lock a sign-in issues its session under,
+services/sessions.refuse_locked_out), then their sessions and tokens. A member left
+without an active membership is locked out in the same transaction
+(services/credentials.lock_out).
+
+The membership comes before the user row because every write of a membership takes
+them in that order: the UPDATE locks the membership row, then the trigger that keeps
+users.doc (migration 0014) the user row (the member's heartbeat, availability,
+auto-offline, set_active_account). The other way round, a suspension and such a write
+of the same membership could each hold the row the other waits for, and PostgreSQL
+would end one of them as a deadlock (tests/test_suspension.py,
+test_a_suspension_waiting_for_the_members_own_membership_write_completes). So:
+accounts, then account_users, then users, then user_tokens and the rest; no
+transaction may lock a user row and then a membership row of that user.
 """
 
 import errors
@@ -52,6 +63,8 @@ def set_status(conn, queries, config, account_id, user_id, status, facts):
     agents list shows them.
     """
     conn.execute(queries['memberships.lock_account'], {'account_id': account_id})
+    params = {'account_id': account_id, 'user_id': user_id}
+    conn.execute(queries['memberships.lock_membership'], params)
     conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
     member = conn.execute(
         queries['memberships.member_for_change'],

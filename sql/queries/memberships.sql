@@ -6,6 +6,8 @@ RETURNING id;
 -- name: stamp_active
 -- A suspended membership is not stamped (SPEC 18: never the user's current account); the
 -- access rules refuse it first, this holds when a suspension commits in between.
+-- Locks the membership row, then (its trigger, migration 0014) the user row: the lock order
+-- of services/memberships.py.
 UPDATE account_users
    SET active_at = now(), updated_at = now()
  WHERE user_id = %(user_id)s
@@ -22,6 +24,20 @@ SELECT id
  WHERE id = %(account_id)s
    FOR NO KEY UPDATE;
 
+-- name: lock_membership
+-- The membership a suspension or reactivation changes, locked after the account row and
+-- before the member's user row (services/memberships.py). The member's own writes of it
+-- (stamp_active, profile.set_availability, profile.set_auto_offline) take it first and the
+-- user row second, in the trigger that keeps users.doc (migration 0014): taking the user row
+-- first here would let each hold a row the other waits for, a deadlock PostgreSQL ends by
+-- failing one of them. In this order they queue on the membership row. No row: not a member
+-- (member_for_change answers that).
+SELECT id
+  FROM account_users
+ WHERE account_id = %(account_id)s
+   AND user_id = %(user_id)s
+   FOR NO KEY UPDATE;
+
 -- name: still_administrator
 -- Whether the user is still an active administrator of the account: asked by a change of
 -- the account after its UPDATE took the account row, in a statement of its own, so it sees
@@ -34,8 +50,8 @@ SELECT EXISTS (SELECT 1
                   AND status = 'active') AS administrator;
 
 -- name: member_for_change
--- The member, with the account and the member's user row locked by earlier statements of
--- this transaction (so this one sees every change that committed while it waited): whether
+-- The member, with the account, the membership and the member's user row locked by earlier
+-- statements of this transaction (so this one sees every change that committed while it waited): whether
 -- the caller is still an active administrator of the account, and how many active
 -- administrators it has besides the member. No row: not a member.
 SELECT au.role, au.status, u.name, u.email, a.name AS account_name,

@@ -96,7 +96,9 @@ RETURNING id;
 
 -- name: set_availability
 -- No row back means the caller is not a member of that account (or, since the access
--- rules looked, no longer an active one: SPEC 18).
+-- rules looked, no longer an active one: SPEC 18). Locks the membership row, then (its
+-- trigger, migration 0014, when the value changes) the user row: the lock order of
+-- services/memberships.py.
 UPDATE account_users
    SET availability = %(value)s,
        updated_at = now()
@@ -107,7 +109,9 @@ RETURNING id;
 
 -- name: set_auto_offline
 -- No row back means the caller is not a member of that account (or, since the access
--- rules looked, no longer an active one: SPEC 18).
+-- rules looked, no longer an active one: SPEC 18). Locks the membership row, then (its
+-- trigger, migration 0014, when the value changes) the user row: the lock order of
+-- services/memberships.py.
 UPDATE account_users
    SET auto_offline = %(value)s,
        updated_at = now()
