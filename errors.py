@@ -252,6 +252,26 @@ def _database_unavailable(req, resp, ex, params):
     raise Unavailable()
 
 
+def _transaction_rolled_back(req, resp, ex, params):
+    # PostgreSQL rolled the whole transaction back to break a deadlock or a
+    # serialization conflict: nothing was written and the same request may be sent
+    # again, so the client gets the 503 of section 0 with Retry-After, not a 500. Every
+    # transaction here takes its row locks in one order (services/memberships.py), so a
+    # deadlock is still a bug: logged as an error with where it happened, not as the
+    # database being away.
+    frames = ''.join(traceback.format_tb(ex.__traceback__))
+    log.error(
+        'transaction rolled back: %s sqlstate=%s on %s %s request_id=%s\n%s',
+        type(ex).__name__,
+        ex.sqlstate,
+        req.method,
+        req.path,
+        req.context.get('request_id'),
+        frames,
+    )
+    raise Unavailable()
+
+
 def _unique_violation(req, resp, ex, params):
     # Two users racing for one address (confirming an e-mail change, say) meet at this
     # constraint. Any other unique violation is a bug and stays a 500.
@@ -307,5 +327,14 @@ def install(app):
     app.add_error_handler(falcon.MediaMalformedError, _media_error)
     app.add_error_handler(falcon.MediaNotFoundError, _media_error)
     app.add_error_handler(psycopg.OperationalError, _database_unavailable)
+    # SQLSTATE class 40; psycopg makes each its own subclass of OperationalError.
+    app.add_error_handler(
+        (
+            psycopg.errors.TransactionRollback,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        ),
+        _transaction_rolled_back,
+    )
     app.add_error_handler(psycopg.errors.UniqueViolation, _unique_violation)
     app.add_error_handler(psycopg.errors.CheckViolation, _check_violation)

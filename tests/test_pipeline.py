@@ -330,3 +330,45 @@ def test_a_database_error_is_logged_without_the_row_it_quotes(config, pool, capl
     logged = caplog.text
     assert 'CheckViolation' in logged and 'users_email_check' in logged
     assert 'secret-hash-value' not in logged and 'tok-secret' not in logged
+
+
+class RolledBack:
+    """A statement PostgreSQL fails with the SQLSTATE of a broken deadlock or a
+    serialization conflict."""
+
+    access = {'GET': 'public'}
+
+    def __init__(self, pool, sqlstate):
+        self._pool = pool
+        self._sqlstate = sqlstate
+
+    def on_get(self, req, resp):
+        with self._pool.connection() as conn:
+            conn.execute(
+                "DO $$ BEGIN RAISE EXCEPTION 'rolled back' USING ERRCODE = '%s';"
+                ' END $$' % self._sqlstate
+            )
+
+
+@pytest.mark.parametrize(
+    'sqlstate, name',
+    [('40P01', 'DeadlockDetected'), ('40001', 'SerializationFailure')],
+)
+def test_a_transaction_the_database_rolled_back_is_a_503_logged_as_an_error(
+    config, pool, caplog, sqlstate, name
+):
+    """Nothing was written, so the client may send it again: the 503 of section 0 with
+    Retry-After, never a 500; the log says what happened (a deadlock is a lock-order
+    bug), not that the database is away."""
+    app = app_module.create_app(config, pool)
+    app.add_route('/rolled-back', RolledBack(pool, sqlstate))
+    with caplog.at_level(logging.WARNING, logger='frontdesk'):
+        resp = webtest.TestApp(app).get(
+            '/rolled-back', headers={'X-Request-Id': 'req-40'}, status=503
+        )
+    assert resp.json == {'message': 'Service temporarily unavailable'}
+    assert resp.headers['Retry-After'] == '5'
+    [record] = [r for r in caplog.records if 'req-40' in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert f'{name} sqlstate={sqlstate}' in record.getMessage()
+    assert 'database unavailable' not in caplog.text
