@@ -1,8 +1,13 @@
 """What the audit log holds (SPEC 14, 3.4): unauthenticated traffic cannot grow it
 without bound, and a member's own feed never shows another user's address or device."""
 
+import urllib.parse
 import uuid
 
+import pytest
+
+from services import audit
+from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_audit import sign_in
 
@@ -97,3 +102,60 @@ def test_a_members_feed_names_the_administrator_not_their_address_or_device(
         by_admin['ip_address'] == '192.0.2.200'
         and by_admin['user_agent'] == 'Admin Browser 1.0'
     )
+
+
+def rows_read(plan):
+    """Rows every scan of ``audit_events`` in an EXPLAIN (ANALYZE, FORMAT JSON) plan
+    looked at: those it returned and those its filter threw away."""
+    read = 0
+    if plan.get('Relation Name') == 'audit_events':
+        loops = plan.get('Actual Loops', 1)
+        read += (plan['Actual Rows'] + plan.get('Rows Removed by Filter', 0)) * loops
+    for child in plan.get('Plans', ()):
+        read += rows_read(child)
+    return read
+
+
+@pytest.mark.parametrize('query', ['', 'event=sign_in_succeeded', 'user_id={other}'])
+def test_an_accounts_feed_reads_its_own_events_not_the_whole_log(
+    testapp, admin, make_user, conn, queries, query
+):
+    """Attack: anyone signs up (administrator of a new, empty account) and asks for its
+    audit feed again and again; each request scanned the whole audit log (every user's
+    events, kept a year) for the account's few, with no rate limit: a database
+    denial of service for the price of a sign-up."""
+    agent = make_user(account_id=admin.account_id)
+    sign_in(testapp, agent.email, PASSWORD, ip=fresh_ip())
+    other = make_user()
+    conn.execute(
+        'INSERT INTO audit_events (event, subject_id, ip_address)'
+        " SELECT 'sign_in_failed', %s, '192.0.2.1' FROM generate_series(1, 100000)",
+        (other.id,),
+    )
+    try:
+        conn.execute('ANALYZE audit_events')
+        query = query.format(other=other.id)
+        events = testapp.get(
+            f'/api/v1/accounts/{admin.account_id}/audit_events?{query}',
+            headers=admin.headers,
+        ).json['events']
+        assert [event['subject_id'] for event in events] == (
+            [] if 'user_id' in query else [agent.id]
+        )
+        params = dict(urllib.parse.parse_qsl(query))
+        plan = conn.execute(
+            'EXPLAIN (ANALYZE, FORMAT JSON) ' + queries['audit.for_account'],
+            {
+                'account_id': admin.account_id,
+                'sign_in_events': list(audit.SIGN_IN_EVENTS),
+                'before': 2**63 - 1,
+                'limit': 25,
+                'event': params.get('event'),
+                'user_id': int(params['user_id']) if 'user_id' in params else None,
+                'since': None,
+                'until': None,
+            },
+        ).fetchone()['QUERY PLAN']
+        assert rows_read(plan[0]['Plan']) < 1000
+    finally:
+        conn.execute('DELETE FROM audit_events WHERE subject_id = %s', (other.id,))

@@ -21,20 +21,48 @@ SELECT audit_events_page(ARRAY(SELECT CASE WHEN a.actor_id IS NULL OR a.actor_id
 -- name: for_account
 -- What an administrator sees (SPEC 14): events about the account, and the sign-in events of
 -- its current members; paged as for_user. A null filter filters nothing.
-SELECT audit_events_page(ARRAY(
-           SELECT a
-             FROM audit_events a
-            WHERE a.id < %(before)s
-              AND (a.account_id = %(account_id)s
-                   OR (a.event = ANY(%(sign_in_events)s)
-                       AND a.subject_id IN (SELECT user_id FROM account_users WHERE account_id = %(account_id)s)))
-              AND (%(event)s::text IS NULL OR a.event = %(event)s::text)
-              AND (%(user_id)s::bigint IS NULL OR a.subject_id = %(user_id)s::bigint
-                   OR a.actor_id = %(user_id)s::bigint)
-              AND (%(since)s::timestamptz IS NULL OR a.created_at >= %(since)s::timestamptz)
-              AND (%(until)s::timestamptz IS NULL OR a.created_at < %(until)s::timestamptz)
-            ORDER BY a.id DESC
-            LIMIT %(limit)s + 1), %(limit)s)::text AS doc;
+-- Each half is read newest first through its own index (audit_events_account_idx; per
+-- member, audit_events_subject_idx) and cut at the page, so a request reads the account's
+-- and its members' rows, never the whole log: as one OR the planner walked the primary key
+-- backwards through every user's events to fill the page of an account with few (any
+-- sign-up could ask for that again and again). UNION drops an event both halves find.
+WITH page AS (
+    SELECT id
+      FROM ((SELECT a.id
+               FROM audit_events a
+              WHERE a.account_id = %(account_id)s
+                AND a.id < %(before)s
+                AND (%(event)s::text IS NULL OR a.event = %(event)s::text)
+                AND (%(user_id)s::bigint IS NULL OR a.subject_id = %(user_id)s::bigint
+                     OR a.actor_id = %(user_id)s::bigint)
+                AND (%(since)s::timestamptz IS NULL OR a.created_at >= %(since)s::timestamptz)
+                AND (%(until)s::timestamptz IS NULL OR a.created_at < %(until)s::timestamptz)
+              ORDER BY a.id DESC
+              LIMIT %(limit)s + 1)
+            UNION
+            (SELECT m.id
+               FROM account_users au
+               CROSS JOIN LATERAL (
+                     SELECT a.id
+                       FROM audit_events a
+                      WHERE a.subject_id = au.user_id
+                        AND a.event = ANY(%(sign_in_events)s)
+                        AND a.id < %(before)s
+                        AND (%(event)s::text IS NULL OR a.event = %(event)s::text)
+                        AND (%(user_id)s::bigint IS NULL OR a.subject_id = %(user_id)s::bigint
+                             OR a.actor_id = %(user_id)s::bigint)
+                        AND (%(since)s::timestamptz IS NULL OR a.created_at >= %(since)s::timestamptz)
+                        AND (%(until)s::timestamptz IS NULL OR a.created_at < %(until)s::timestamptz)
+                      ORDER BY a.id DESC
+                      LIMIT %(limit)s + 1) m
+              WHERE au.account_id = %(account_id)s)) ids
+     ORDER BY id DESC
+     LIMIT %(limit)s + 1
+)
+SELECT audit_events_page(ARRAY(SELECT a
+                                 FROM audit_events a
+                                 JOIN page USING (id)
+                                ORDER BY a.id DESC), %(limit)s)::text AS doc;
 
 -- name: prune
 -- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
