@@ -348,6 +348,42 @@ def test_resend_sends_nothing_to_a_confirmed_user(
     assert queued_count(conn, user.email) == 0 and inbox.to(user.email) == []
 
 
+def test_resend_mails_no_link_to_an_address_another_users_revert_link_reserves(
+    testapp, conn, make_user
+):
+    # The owner moves the account to a new address and confirms it: the old address is
+    # free in users, reserved by the owner's live revert link (SPEC 3.4).
+    owner, moved = make_user(), unique_email('moved')
+    testapp.put_json(
+        '/api/v1/profile', {'profile': {'email': moved}}, headers=owner.headers
+    )
+    revert = queued_token(conn, owner.email, 'token')
+    confirm(testapp, queued_token(conn, moved, 'confirmation_token'))
+    # Another user asks for the reserved address: answered as taken, no link (3.3).
+    other = make_user(name='Mallory')
+    answer = testapp.put_json(
+        '/api/v1/profile', {'profile': {'email': owner.email}}, headers=other.headers
+    )
+    assert answer.json['unconfirmed_email'] == owner.email
+    assert queued_count(conn, owner.email) == 2  # the revert notice, the taken notice
+
+    # Resending, signed in or not, must not mail the link the change withheld: the
+    # owner's mailbox would get a genuine "confirm" link for Mallory's account, whose
+    # use takes the address and makes the owner's revert fail.
+    resend(testapp, other)
+    testapp.post_json('/resend_confirmation', {'email': other.email})
+
+    assert queued_count(conn, owner.email) == 2
+    links = conn.execute(
+        'SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s'
+        " AND purpose = 'confirmation'",
+        (other.id,),
+    ).fetchone()['n']
+    assert links == 0
+    assert testapp.post_json('/auth/email_revert', {'token': revert}).json == {}
+    assert user_row(conn, owner.id)['email'] == owner.email
+
+
 def test_resend_needs_credentials(testapp):
     answer = testapp.post('/api/v1/profile/resend_confirmation', status=401)
     assert answer.json == {

@@ -51,10 +51,19 @@ SELECT id, name, email
 -- token always goes to the newest address.
 -- A pending address another user has meanwhile (or had: uniqueness answers without an
 -- oracle, SPEC 3.3) gets no link: ``taken``, so that the caller can spend what a free one
--- spends (resources/confirmations.py). revert_until: until when the old address can undo it.
+-- spends (resources/confirmations.py). So does one another user's live revert link
+-- reserves (SPEC 3.4), as profile.lock_user counts it for the change itself: else a
+-- resend mails the owner's mailbox a genuine link whose use takes the address and makes
+-- the owner's revert fail. revert_until: until when the old address can undo it.
 SELECT u.id, u.name, COALESCE(u.unconfirmed_email, u.email) AS to_address,
        u.unconfirmed_email IS NOT NULL AS new_address,
-       EXISTS (SELECT 1 FROM users other WHERE other.email = u.unconfirmed_email) AS taken,
+       EXISTS (SELECT 1 FROM users other WHERE other.email = u.unconfirmed_email)
+       OR EXISTS (SELECT 1
+                    FROM one_time_tokens r
+                   WHERE r.email = u.unconfirmed_email
+                     AND r.purpose = 'email_revert'
+                     AND r.expires_at > now()
+                     AND r.user_id <> u.id) AS taken,
        (SELECT max(r.expires_at)
           FROM one_time_tokens r
          WHERE r.user_id = u.id
