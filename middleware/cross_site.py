@@ -22,9 +22,13 @@ _DEFAULT_PORTS = {'http': 80, 'https': 443}
 
 
 def origin_of(url):
-    """The origin a browser names for ``url``, without a default port."""
-    parts = urllib.parse.urlsplit(url.strip().lower())
+    """The origin a browser names for ``url``, without a default port.
+
+    What is no URL at all (``http://[``: urlsplit and ``port`` raise) is returned as
+    sent, so it matches no allowed origin: refused, never a 500.
+    """
     try:
+        parts = urllib.parse.urlsplit(url.strip().lower())
         port = parts.port
     except ValueError:
         return url
@@ -59,9 +63,13 @@ class RefuseCrossSiteForms:
         ):
             return
         # A browser names the host it sends to in Host; no other site's page changes it.
-        same_host = (
-            urllib.parse.urlsplit(origin.strip().lower()).netloc
-            == (req.get_header('Host') or '').lower()
-        )
+        same_host = _netloc(origin) == (req.get_header('Host') or '').lower()
         if not same_host:
             raise errors.APIError(falcon.HTTP_403, CROSS_SITE_FORM)
+
+
+def _netloc(origin):
+    try:
+        return urllib.parse.urlsplit(origin.strip().lower()).netloc
+    except ValueError:
+        return None

@@ -22,6 +22,10 @@ def sign_in_form(app, user, status, **headers):
         'null',
         'http://frontdesk.test.evil.example',
         'https://frontdesk.test',
+        # Not URLs at all (urlsplit raises on them): refused, never a 500.
+        'http://[',
+        'http://[::1',
+        'http://[frontdesk.test]',
     ],
 )
 def test_a_form_from_another_origin_is_refused(testapp, make_user, conn, origin):
