@@ -26,6 +26,13 @@ import errors
 # uploads measured 130-200 ms of CPU on a loaded 2-vCPU machine and at most 76 MiB of
 # worker memory; 40 MP took about a second and 450 MiB.
 MAX_PIXELS = 16_000_000
+# A progressive JPEG is decoded scan by scan, each a pass over every block of the
+# image, and nothing in libjpeg bounds how many scans a file has: a 6 MP greyscale one
+# repeating a 17-byte scan cost a second of CPU per 2,000 scans, minutes for 8 MiB of
+# them. Encoders write 10 or so (Pillow 6 to 10, mozjpeg's optimised scripts about 20);
+# the count is of SOS markers in the whole file, an EXIF thumbnail's or MPO's second
+# image included, so it is generous.
+MAX_JPEG_SCANS = 100
 MAX_DECODE_WORK = 6 * 1024 * 1024
 MAX_SIDE = 512
 # thumbnail() first shrinks by the largest whole factor that stays within the box
@@ -91,7 +98,7 @@ def prepare(data):
                 probe.verify()
             with Image.open(io.BytesIO(data), formats=_FORMATS) as image:
                 # The size comes from the header; nothing has been decoded yet.
-                if _too_costly(image):
+                if _too_costly(image, data):
                     raise _TooBig()
                 fmt = _SAVE_AS[image.format]
                 return _reencode(image, fmt), _EXTENSIONS[fmt]
@@ -102,10 +109,18 @@ def prepare(data):
             raise refusal(NOT_SUPPORTED) from None
 
 
-def _too_costly(image):
+def _too_costly(image, data):
     """True when decoding this image would cost more than the bounds above allow."""
     pixels = image.width * image.height
-    return pixels > MAX_PIXELS or pixels * _decode_work(image) > MAX_DECODE_WORK
+    return (
+        pixels > MAX_PIXELS
+        or pixels * _decode_work(image) > MAX_DECODE_WORK
+        # In entropy-coded data 0xFF is always followed by 0x00 or RSTn, so this counts
+        # the scans (and at worst a few bytes of metadata that look like one).
+        or (
+            image.format in ('JPEG', 'MPO') and data.count(b'\xff\xda') > MAX_JPEG_SCANS
+        )
+    )
 
 
 def _decode_work(image):

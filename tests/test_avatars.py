@@ -441,6 +441,25 @@ def test_images_costlier_than_the_budget_are_too_big(testapp, make_user, data):
     assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
 
 
+def progressive_jpeg_repeating_a_scan(size, times):
+    """A greyscale progressive JPEG whose shortest scan comes ``times`` more times."""
+    data = encode(solid(size, 'L'), 'JPEG', progressive=True)
+    scans = data.split(b'\xff\xda')
+    shortest = min(scans[1:-1], key=len)
+    return data[:-2] + (b'\xff\xda' + shortest) * times + b'\xff\xd9'
+
+
+def test_a_progressive_jpeg_with_thousands_of_scans_is_too_big(testapp, make_user):
+    # 6.25 MP of grey is within the progressive budget, but each scan is a pass over
+    # every block: 5,000 of them (90 KB) cost seconds of a worker's CPU, 8 MiB of them
+    # minutes.
+    data = progressive_jpeg_repeating_a_scan((2500, 2500), 5000)
+    assert len(data) < 200_000
+    assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
+    # A usual number of scans is still an avatar.
+    upload(testapp, make_user(), progressive_jpeg_repeating_a_scan((2500, 2500), 20))
+
+
 @pytest.mark.parametrize(
     'data, fitted',
     [
