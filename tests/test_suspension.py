@@ -1238,3 +1238,38 @@ def test_a_suspension_waiting_for_the_members_own_membership_write_completes(
     assert [item['membership_status'] for item in doc['doc']['accounts']] == [
         'suspended'
     ]
+
+
+@pytest.mark.parametrize('locked_out', [False, True], ids=['elsewhere', 'locked_out'])
+@pytest.mark.parametrize('kind', sorted(MEMBERSHIP_WRITES))
+def test_a_members_own_membership_write_waiting_for_their_suspension_is_refused(
+    service, admin, make_user, make_account, conn, direct_database_url, kind, locked_out
+):
+    """The other order: the suspension has taken the membership row and waits for the
+    member's user row (which the test holds); the member's write, which passed the
+    access rules while the membership was active, waits for the membership row. Once
+    the suspension commits, the write's UPDATE finds no active membership: that is the
+    403 of SPEC 18 (membership_suspended), as the access rules answer a moment later,
+    not the 404 of a stranger nor a 200 that wrote nothing."""
+    member = make_user(account_id=admin.account_id)
+    if not locked_out:
+        add_member(conn, make_account('Elsewhere'), member.id)
+    # Used once, so the request's authentication writes nothing to the held row.
+    assert (
+        http('GET', service + '/api/v1/profile', headers=member.headers).status == 200
+    )
+    before = membership(conn, admin.account_id, member)
+    write, statement = membership_write(service, member, admin.account_id, kind)
+    suspended, written = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (member.id,)),
+        (suspending(service, admin, member), 'Serialises token issuance'),
+        (write, statement),
+    )
+    assert suspended.status == 200, suspended.body
+    assert (written.status, json.loads(written.body)) == (403, SUSPENDED)
+    assert membership(conn, admin.account_id, member) == {
+        **before,
+        'status': 'suspended',
+    }
