@@ -8,6 +8,7 @@ from resources import send_json_text
 from services import addresses
 from services import audit
 from services import captcha
+from services import memberships
 from services import passwords
 from services import profiles
 from services import users
@@ -247,6 +248,7 @@ class AccountActiveAt:
 
     def __init__(self, pool, queries):
         self._pool = pool
+        self._queries = queries
         self._stamp_sql = queries['memberships.stamp_active']
 
     def on_post(self, req, resp, account_id):
@@ -256,9 +258,15 @@ class AccountActiveAt:
         for 5 minutes after the last heartbeat when `auto_offline` is on. Needs the
         token headers of a sign-in or `api_access_token`.
         """
+        user_id = req.context.caller.id
         with self._pool.connection() as conn:
-            conn.execute(
-                self._stamp_sql,
-                {'user_id': req.context.caller.id, 'account_id': account_id},
-            )
+            # No row: a suspension committed while the stamp waited for the membership
+            # row; the member is refused as the access rules refuse them (SPEC 18).
+            if (
+                conn.execute(
+                    self._stamp_sql, {'user_id': user_id, 'account_id': account_id}
+                ).fetchone()
+                is None
+            ):
+                raise memberships.refusal(conn, self._queries, account_id, user_id)
         resp.media = {}

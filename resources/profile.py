@@ -9,6 +9,7 @@ import errors
 from resources import send_json_text
 from services import avatars
 from services import credentials
+from services import memberships
 from services import profiles
 
 # Multipart text fields; anything else named profile[...] is ignored like an unknown
@@ -165,7 +166,8 @@ class ProfileMembershipSetting:
     """POST /availability or /auto_offline: one setting of the caller's membership.
 
     404 when the caller is not a member of ``account_id``, 403 when that membership is
-    suspended (RequireBodyMembership; the UPDATE finding no row is a 404 too).
+    suspended (RequireBodyMembership; when the UPDATE finds no active row, because a
+    suspension committed while it waited, memberships.refusal tells which).
     """
 
     access = {'POST': 'user'}
@@ -204,7 +206,9 @@ class ProfileMembershipSetting:
         }
         with self._pool.connection() as conn:
             if conn.execute(self._set_sql, params).fetchone() is None:
-                raise errors.NotFound()
+                raise memberships.refusal(
+                    conn, self._queries, params['account_id'], user_id
+                )
             send_json_text(
                 resp, profiles.document(conn, self._queries, self._config, user_id)
             )
@@ -219,6 +223,7 @@ class ProfileActiveAccount:
 
     def __init__(self, pool, queries):
         self._pool = pool
+        self._queries = queries
         self._stamp_sql = queries['memberships.stamp_active']
 
     def on_put(self, req, resp):
@@ -233,7 +238,9 @@ class ProfileActiveAccount:
         }
         with self._pool.connection() as conn:
             if conn.execute(self._stamp_sql, params).fetchone() is None:
-                raise errors.NotFound()
+                raise memberships.refusal(
+                    conn, self._queries, params['account_id'], params['user_id']
+                )
         resp.media = {}
 
 

@@ -53,6 +53,23 @@ class NotAMember(Exception):
     """The user in the route is not a member of the account (404)."""
 
 
+def refusal(conn, queries, account_id, user_id):
+    """The error to answer when the caller's own write of their membership of
+    ``account_id`` (heartbeat, availability, auto-offline, active account) found no
+    active row: the access rules saw it active, and a suspension that committed while
+    the write waited for the membership row (which a suspension takes first) is the
+    403 of SPEC 18; otherwise the membership is gone (404). Only on that path: the
+    success path asks nothing more.
+    """
+    row = conn.execute(
+        queries['memberships.own_status'],
+        {'account_id': account_id, 'user_id': user_id},
+    ).fetchone()
+    if row is not None and row['status'] == SUSPENDED:
+        return errors.MembershipSuspended()
+    return errors.NotFound()
+
+
 def set_status(conn, queries, config, account_id, user_id, status, facts):
     """Suspend (``SUSPENDED``) or reactivate (``ACTIVE``) member ``user_id`` of
     ``account_id`` on behalf of the caller of ``facts``, an administrator of it.

@@ -5,7 +5,8 @@ RETURNING id;
 
 -- name: stamp_active
 -- A suspended membership is not stamped (SPEC 18: never the user's current account); the
--- access rules refuse it first, this holds when a suspension commits in between.
+-- access rules refuse it first, this holds when a suspension commits in between (no row:
+-- own_status tells the 403 of a suspension from a membership that is gone).
 -- Locks the membership row, then (its trigger, migration 0014) the user row: the lock order
 -- of services/memberships.py.
 UPDATE account_users
@@ -14,6 +15,16 @@ UPDATE account_users
    AND account_id = %(account_id)s
    AND status = 'active'
 RETURNING id;
+
+-- name: own_status
+-- Asked only when the member's own write of their membership (stamp_active,
+-- profile.set_availability, profile.set_auto_offline) found no active row, in a statement of
+-- its own after that UPDATE: it sees the suspension that committed while the UPDATE waited
+-- for the membership row. 'suspended': the 403 of SPEC 18; no row: not a member (404).
+SELECT status
+  FROM account_users
+ WHERE account_id = %(account_id)s
+   AND user_id = %(user_id)s;
 
 -- name: lock_account
 -- Serialises the suspensions and reactivations of one account's members (SPEC 18), so that

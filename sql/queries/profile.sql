@@ -96,7 +96,7 @@ RETURNING id;
 
 -- name: set_availability
 -- No row back means the caller is not a member of that account (or, since the access
--- rules looked, no longer an active one: SPEC 18). Locks the membership row, then (its
+-- rules looked, no longer an active one: SPEC 18; memberships.own_status tells which). Locks the membership row, then (its
 -- trigger, migration 0014, when the value changes) the user row: the lock order of
 -- services/memberships.py.
 UPDATE account_users
@@ -109,7 +109,7 @@ RETURNING id;
 
 -- name: set_auto_offline
 -- No row back means the caller is not a member of that account (or, since the access
--- rules looked, no longer an active one: SPEC 18). Locks the membership row, then (its
+-- rules looked, no longer an active one: SPEC 18; memberships.own_status tells which). Locks the membership row, then (its
 -- trigger, migration 0014, when the value changes) the user row: the lock order of
 -- services/memberships.py.
 UPDATE account_users
