@@ -1,9 +1,15 @@
 """/api/v1/accounts/{account_id}, cache_keys and update_active_at (SPEC 4.2-4.5,
 3.2)."""
 
+import json
+
 import pytest
 
+from tests.support.servers import http
+from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
+from tests.test_suspension import add_member
+from tests.test_suspension import interleave
 
 ROLE_REFUSED = {'error': 'You are not authorized to do this action'}
 NOT_FOUND = {'error': 'Resource could not be found'}
@@ -318,3 +324,113 @@ def test_api_access_token_authenticates_without_echoing_headers(testapp, admin):
     assert resp.json['id'] == admin.account_id
     assert 'access-token' not in resp.headers
     assert PASSWORD not in resp.text
+
+
+# --- two account updates that share members (the trigger of migration 0014) -----------
+
+
+@pytest.fixture(scope='module')
+def service(base_env):
+    with run_gunicorn(base_env, workers=3) as base:
+        yield base
+
+
+@pytest.fixture
+def many_users(conn):
+    """Enough users, analysed, that the account trigger's UPDATE of the members' rows
+    is planned as in production: driven by the account's memberships, one users_pkey
+    look-up each (with a handful of users PostgreSQL scans users, or merges by id)."""
+    conn.execute(
+        "INSERT INTO users (name, email, access_token) SELECT 'Filler', 'filler-' || g"
+        " || '@example.com', md5(g::text) FROM generate_series(1, 1000) g"
+    )
+    conn.execute('ANALYZE users')
+    conn.execute('ANALYZE account_users')
+    yield
+    conn.execute("DELETE FROM users WHERE email LIKE 'filler-%@example.com'")
+
+
+def members_in_scan_order(conn, account_id, user_ids):
+    """``user_ids`` in the order the trigger meets them in ``account_id``: the order of
+    its membership rows on disk, which the plan's scan of account_users follows."""
+    plan = '\n'.join(
+        row['QUERY PLAN']
+        for row in conn.execute(
+            'EXPLAIN UPDATE users SET doc = NULL WHERE id IN'
+            ' (SELECT user_id FROM account_users WHERE account_id = %s)',
+            (account_id,),
+        )
+    )
+    scans = [line for line in plan.splitlines() if 'Scan' in line]
+    assert 'Nested Loop' in plan and 'account_users' in scans[0], plan
+    return [
+        row['user_id']
+        for row in conn.execute(
+            'SELECT user_id FROM account_users WHERE account_id = %s'
+            ' AND user_id = ANY(%s) ORDER BY ctid',
+            (account_id, list(user_ids)),
+        )
+    ]
+
+
+def renaming(service, administrator, account_id, name):
+    return lambda: http(
+        'PUT',
+        service + f'/api/v1/accounts/{account_id}',
+        {'name': name},
+        headers=administrator.headers,
+    )
+
+
+def test_two_account_updates_sharing_members_both_succeed(
+    service, admin, make_user, make_account, conn, direct_database_url, many_users
+):
+    """Renaming an account rewrites the stored document of every member (the trigger
+    of migration 0014), so it locks their user rows. Accounts A and B share u1 and u2;
+    A's memberships meet u1 first, B's u2 first. The test holds u1's row: A's rename
+    waits for it, B's takes u2 and waits for u1 too. Once let go, A takes u1 and needs
+    u2: in the members' own order the two would each hold a row the other waits for,
+    PostgreSQL would end one as a deadlock and its administrator get a 503. Locked in
+    id order, the second waits for the first and both renames are kept."""
+    first = admin.account_id
+    second = make_account('Second')
+    other = make_user(account_id=second, role='administrator')
+    u1 = make_user(account_id=first)
+    u2 = make_user(account_id=first)
+    add_member(conn, second, u2.id)
+    add_member(conn, second, u1.id)
+    pair = (u1.id, u2.id)
+    assert members_in_scan_order(conn, first, pair) == [u1.id, u2.id]
+    assert members_in_scan_order(conn, second, pair) == [u2.id, u1.id]
+    answers = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (u1.id,)),
+        (
+            renaming(service, admin, first, 'First renamed'),
+            'Only the keys present in the patch change',
+        ),
+        (
+            renaming(service, other, second, 'Second renamed'),
+            'Only the keys present in the patch change',
+        ),
+    )
+    assert [answer.status for answer in answers] == [200, 200], [
+        answer.body for answer in answers
+    ]
+    assert [json.loads(answer.body)['name'] for answer in answers] == [
+        'First renamed',
+        'Second renamed',
+    ]
+    names = {
+        row['id']: row['name']
+        for row in conn.execute(
+            'SELECT id, name FROM accounts WHERE id = ANY(%s)', ([first, second],)
+        )
+    }
+    assert names == {first: 'First renamed', second: 'Second renamed'}
+    for user in (u1, u2):
+        doc = conn.execute(
+            'SELECT doc FROM users WHERE id = %s', (user.id,)
+        ).fetchone()['doc']
+        assert {item['id']: item['name'] for item in doc['accounts']} == names
