@@ -78,6 +78,11 @@ CREATE FUNCTION public.accounts_refresh_docs() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
+    PERFORM 1
+       FROM users
+      WHERE id IN (SELECT user_id FROM account_users WHERE account_id = NEW.id)
+      ORDER BY id
+        FOR NO KEY UPDATE;
     UPDATE users SET doc = NULL
      WHERE id IN (SELECT user_id FROM account_users WHERE account_id = NEW.id);
     RETURN NULL;
