@@ -337,17 +337,21 @@ def service(base_env):
 
 @pytest.fixture
 def many_users(conn):
-    """Enough users, analysed, that the account trigger's UPDATE of the members' rows
-    is planned as in production: driven by the account's memberships, one users_pkey
-    look-up each (with a handful of users PostgreSQL scans users, or merges by id)."""
+    """Enough users before the test's own that the account trigger's UPDATE of the
+    members' rows is planned as in production, once analysed (analyse_users): driven
+    by the account's memberships, one users_pkey look-up each. With a handful of users
+    PostgreSQL scans users; with members at low ids it merges along users_pkey."""
     conn.execute(
         "INSERT INTO users (name, email, access_token) SELECT 'Filler', 'filler-' || g"
         " || '@example.com', md5(g::text) FROM generate_series(1, 1000) g"
     )
-    conn.execute('ANALYZE users')
-    conn.execute('ANALYZE account_users')
     yield
     conn.execute("DELETE FROM users WHERE email LIKE 'filler-%@example.com'")
+
+
+def analyse_users(conn):
+    conn.execute('ANALYZE users')
+    conn.execute('ANALYZE account_users')
 
 
 def members_in_scan_order(conn, account_id, user_ids):
@@ -399,6 +403,7 @@ def test_two_account_updates_sharing_members_both_succeed(
     u2 = make_user(account_id=first)
     add_member(conn, second, u2.id)
     add_member(conn, second, u1.id)
+    analyse_users(conn)
     pair = (u1.id, u2.id)
     assert members_in_scan_order(conn, first, pair) == [u1.id, u2.id]
     assert members_in_scan_order(conn, second, pair) == [u2.id, u1.id]
