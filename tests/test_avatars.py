@@ -41,23 +41,27 @@ def jpeg_with_gps():
     return encode(picture(), 'JPEG', exif=exif.tobytes(), comment=b'taken at home')
 
 
+def chunk(kind, data=b''):
+    """A PNG chunk: length, type, data and CRC."""
+    return (
+        struct.pack('>I', len(data))
+        + kind
+        + data
+        + struct.pack('>I', zlib.crc32(kind + data))
+    )
+
+
+def png_ihdr(width, height):
+    return chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
+
+
 def png_declaring(width, height):
     """A tiny PNG whose header claims ``width`` x ``height`` pixels."""
-
-    def chunk(kind, data):
-        return (
-            struct.pack('>I', len(data))
-            + kind
-            + data
-            + struct.pack('>I', zlib.crc32(kind + data))
-        )
-
-    header = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)
     return (
         b'\x89PNG\r\n\x1a\n'
-        + chunk(b'IHDR', header)
+        + png_ihdr(width, height)
         + chunk(b'IDAT', zlib.compress(b'\x00' * 64))
-        + chunk(b'IEND', b'')
+        + chunk(b'IEND')
     )
 
 
@@ -458,6 +462,66 @@ def test_a_progressive_jpeg_with_thousands_of_scans_is_too_big(testapp, make_use
     assert upload(testapp, make_user(), data, status=422).json == TOO_BIG
     # A usual number of scans is still an avatar.
     upload(testapp, make_user(), progressive_jpeg_repeating_a_scan((2500, 2500), 20))
+
+
+def test_a_png_flooded_with_empty_chunks_is_too_big(
+    testapp, conn, avatar_dir, make_user
+):
+    # Pillow reads chunks one at a time in Python: 600,000 empty ones around an 8x8
+    # image cost 2-3 s of CPU, and fit in AVATAR_MAX_BYTES.
+    data = (
+        b'\x89PNG\r\n\x1a\n'
+        + png_ihdr(8, 8)
+        + chunk(b'tEXt') * 600_000
+        + chunk(b'IDAT', zlib.compress(b'\x00' * 25 * 8))
+        + chunk(b'IEND')
+    )
+    assert len(data) < 8 * 1024 * 1024
+    user = make_user()
+    before = files_in(avatar_dir)
+
+    assert upload(testapp, user, data, status=422).json == TOO_BIG
+    assert avatar_of(conn, user.id) is None
+    assert files_in(avatar_dir) == before
+
+
+def png_in_small_idats(size, idat_bytes):
+    """An RGB PNG whose image data is split into IDAT chunks of ``idat_bytes``."""
+    width, height = size
+    row = bytes(range(256)) * (width * 3 // 256 + 2)
+    rows = b''.join(b'\x00' + row[y % 256 : y % 256 + width * 3] for y in range(height))
+    compressed = zlib.compress(rows, 0)
+    return (
+        b'\x89PNG\r\n\x1a\n'
+        + png_ihdr(width, height)
+        + b''.join(
+            chunk(b'IDAT', compressed[i : i + idat_bytes])
+            for i in range(0, len(compressed), idat_bytes)
+        )
+        + chunk(b'IEND')
+    )
+
+
+def animated_png(frames):
+    images = [Image.new('RGB', (64, 64), (i % 256, 0, 0)) for i in range(frames)]
+    return encode(images[0], 'PNG', save_all=True, append_images=images[1:])
+
+
+@pytest.mark.parametrize(
+    'data, fitted',
+    [
+        (png_in_small_idats((700, 500), 1024), (512, 366)),  # 1,026 IDAT chunks
+        (animated_png(1000), (64, 64)),  # an fcTL and an IDAT or fdAT a frame
+    ],
+    ids=['png-1026-idats', 'apng-1000-frames'],
+)
+def test_a_png_split_into_many_image_data_chunks_is_still_an_avatar(
+    testapp, conn, avatar_dir, make_user, data, fitted
+):
+    user = make_user()
+    upload(testapp, user, data)
+    with Image.open(avatar_dir / avatar_of(conn, user.id)) as stored:
+        assert stored.size == fitted
 
 
 @pytest.mark.parametrize(
