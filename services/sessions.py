@@ -283,11 +283,12 @@ def end_member_sessions(
 
     Returns the member's row with ``revoked``, or None when ``user_id`` is not a member.
     """
+    params = {'account_id': account_id, 'user_id': user_id}
+    conn.execute(queries['sessions.lock_member'], params)
     member = conn.execute(
         queries['sessions.end_member_sessions'],
         {
-            'account_id': account_id,
-            'user_id': user_id,
+            **params,
             'new_access_token': tokens.new_token() if include_access_token else None,
         },
     ).fetchone()

@@ -308,3 +308,71 @@ def test_a_token_created_while_a_password_reset_commits_dies_with_it(
     # The reset ended the session: the 401 of a revoked credential.
     assert created.status == 401, created.json
     assert _personal_tokens_of(conn, owner) == 0
+
+
+def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_complete(
+    service, admin, make_user, conn, direct_database_url
+):
+    """One lock order for a user's row and their sessions: the row first (a sign-in
+    takes it, then makes room among the sessions). The member's sign-in waits for the
+    member's row (the test holds it), then an administrator ends the member's sessions
+    with their access token (SPEC 13) and waits for that row too, behind the sign-in.
+    Had the administrator's request deleted the sessions before taking the row, the
+    sign-in would next wait to drop the expired session it deleted: each would hold what
+    the other waits for, PostgreSQL would end one as a deadlock, and its client would
+    get a 503. Taking the row first, the sign-in runs whole, then the administrator's
+    request, which ends the new session too."""
+    member = make_user(account_id=admin.account_id)
+    assert (
+        http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': member.email, 'password': PASSWORD},
+        ).status
+        == 200
+    )
+    # An expired session, which the next sign-in drops to make room.
+    conn.execute(
+        "UPDATE user_tokens SET expires_at = now() - interval '1 minute'"
+        ' WHERE user_id = %s AND client = %s',
+        (member.id, member.headers['client']),
+    )
+    signed_in, ended = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (member.id,)),
+        (
+            lambda: http(
+                'POST',
+                service + '/auth/sign_in',
+                {'email': member.email, 'password': PASSWORD},
+            ),
+            'Serialises token issuance',
+        ),
+        (
+            lambda: http(
+                'DELETE',
+                service
+                + f'/api/v1/accounts/{admin.account_id}/agents/{member.id}/sessions'
+                + '?include_access_token=true',
+                headers=admin.headers,
+            ),
+            # Wherever it waits for the member's row.
+            '',
+        ),
+    )
+    assert signed_in.status == 200, signed_in.json
+    # The other session and the sign-in's: the administrator came second.
+    assert (ended.status, ended.json) == (200, {'revoked': 2})
+    assert (
+        http(
+            'GET', service + '/api/v1/profile', headers=token_headers(signed_in)
+        ).status
+        == 401
+    )
+    assert (
+        conn.execute(
+            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (member.id,)
+        ).fetchone()['n']
+        == 0
+    )

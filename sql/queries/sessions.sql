@@ -99,6 +99,19 @@ WITH revoked AS (
 )
 SELECT count(*) AS revoked, COALESCE(array_agg(id ORDER BY id), '{}') AS ids FROM revoked;
 
+-- name: lock_member
+-- The member's user row, before end_member_sessions deletes their sessions and replaces
+-- the access token on that row: the user's row first, then their sessions, the order of
+-- every path that issues or ends sessions (issue; memberships.set_status). The other
+-- order deadlocks with a sign-in that holds the row while it drops an expired session.
+-- Only a member's row: an administrator cannot hold a stranger's.
+SELECT u.id
+  FROM account_users au
+  JOIN users u ON u.id = au.user_id
+ WHERE au.account_id = %(account_id)s
+   AND au.user_id = %(user_id)s
+   FOR UPDATE OF u;
+
 -- name: end_member_sessions
 -- An administrator ends every session of a member of their account (SPEC 13), and with
 -- new_access_token also replaces the member's access token. No row: not a member.
