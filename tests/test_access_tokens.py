@@ -770,6 +770,41 @@ def test_administrators_revoke_a_members_token_and_the_member_is_told(
     testapp.delete(f'{url}/{agent_token["id"]}', headers=member.headers, status=401)
 
 
+def test_administrators_do_not_see_a_suspended_members_tokens_but_may_revoke_them(
+    testapp, admin, make_user, make_account, conn
+):
+    """SPEC 17 with 18: a member suspended here keeps their tokens for their other
+    accounts, which reach this one no more; where the member uses them since (last use,
+    IP) is not this account's to see. Their ids still revoke them, so that a token does
+    not come back with the reactivation."""
+    member = make_user(account_id=admin.account_id)
+    elsewhere = make_account('Elsewhere')
+    join(conn, elsewhere, member.id)
+    kept = create(testapp, member, name='kept', scopes=['account:read']).json
+    revoked = create(testapp, member, name='revoked').json
+    url = f'/api/v1/accounts/{admin.account_id}/access_tokens'
+    listed = testapp.get(url, headers=admin.headers).json
+    assert [item['id'] for item in listed] == [revoked['id'], kept['id']]
+    suspend(testapp, admin, member.id)
+    # Used elsewhere, from the member's new address.
+    testapp.get(
+        f'/api/v1/accounts/{elsewhere}',
+        headers=bearer(kept['token']),
+        extra_environ={'REMOTE_ADDR': '203.0.113.77'},
+    )
+
+    listed = testapp.get(url, headers=admin.headers)
+
+    assert listed.json == []
+    assert '203.0.113.77' not in listed.text
+    assert testapp.delete(f'{url}/{revoked["id"]}', headers=admin.headers).json == {}
+    testapp.get('/api/v1/profile', headers=bearer(revoked['token']), status=401)
+    reactivate(testapp, admin, member.id)
+    listed = testapp.get(url, headers=admin.headers).json
+    assert [item['id'] for item in listed] == [kept['id']]
+    assert listed[0]['last_used_ip'] == '203.0.113.77'
+
+
 # --- restrict_legacy_access_token ---------------------------------------------------
 
 

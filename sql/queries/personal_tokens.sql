@@ -56,7 +56,10 @@ RETURNING id, name;
 -- name: list_for_account
 -- The live tokens of the account's members that can reach it, for its administrators. Of
 -- account_ids they see only whether the token is restricted (then to this account among
--- others) or not: the member's other accounts are not theirs to know.
+-- others) or not: the member's other accounts are not theirs to know. A suspended
+-- member's tokens reach it no more (SPEC 17, 18), and their last use, elsewhere, is not
+-- theirs to see either; revoke_for_account still takes them, so that a token does not
+-- come back with the member's reactivation.
 SELECT COALESCE(json_agg(personal_access_token_json(p)::jsonb
                          || jsonb_build_object(
                                 'user_id', p.user_id,
@@ -66,6 +69,7 @@ SELECT COALESCE(json_agg(personal_access_token_json(p)::jsonb
   FROM account_users au
   JOIN personal_access_tokens p ON p.user_id = au.user_id
  WHERE au.account_id = %(account_id)s
+   AND au.status = 'active'
    AND p.expires_at > now()
    AND (p.account_ids IS NULL OR au.account_id = ANY (p.account_ids));
 
