@@ -13,6 +13,8 @@ import falcon
 import orjson
 import psycopg
 
+from logs import escape
+
 log = logging.getLogger('frontdesk')
 
 NOT_FOUND_BODY = {'error': 'Resource could not be found'}
@@ -265,7 +267,7 @@ def _transaction_rolled_back(req, resp, ex, params):
         type(ex).__name__,
         ex.sqlstate,
         req.method,
-        req.path,
+        escape(req.path),
         req.context.get('request_id'),
         frames,
     )
@@ -302,7 +304,7 @@ def _unexpected(req, resp, ex, params):
             ex.sqlstate,
             ex.diag.constraint_name,
             req.method,
-            req.path,
+            escape(req.path),
             request_id,
             frames,
         )
@@ -311,7 +313,7 @@ def _unexpected(req, resp, ex, params):
             'unhandled %s on %s %s request_id=%s',
             type(ex).__name__,
             req.method,
-            req.path,
+            escape(req.path),
             request_id,
         )
     raise falcon.HTTPInternalServerError()

@@ -312,7 +312,7 @@ class BadInsert:
     def __init__(self, pool):
         self._pool = pool
 
-    def on_get(self, req, resp):
+    def on_get(self, req, resp, tail):
         with self._pool.connection() as conn:
             conn.execute(
                 'INSERT INTO users (name, email, encrypted_password, access_token)'
@@ -323,11 +323,15 @@ class BadInsert:
 
 def test_a_database_error_is_logged_without_the_row_it_quotes(config, pool, caplog):
     app = app_module.create_app(config, pool)
-    app.add_route('/bad-insert', BadInsert(pool))
+    app.add_route('/bad-insert/{tail}', BadInsert(pool))
     with caplog.at_level(logging.ERROR, logger='frontdesk'):
-        resp = webtest.TestApp(app).get('/bad-insert', status=500, expect_errors=True)
+        resp = webtest.TestApp(app).get(
+            '/bad-insert/x%0Aforged', status=500, expect_errors=True
+        )
     assert resp.json['message'] == 'Internal server error'
     logged = caplog.text
+    # The client's path is escaped: it cannot start a line of its own (logs.py).
+    assert 'GET /bad-insert/x\\nforged request_id=' in logged
     assert 'CheckViolation' in logged and 'users_email_check' in logged
     assert 'secret-hash-value' not in logged and 'tok-secret' not in logged
 
@@ -342,7 +346,7 @@ class RolledBack:
         self._pool = pool
         self._sqlstate = sqlstate
 
-    def on_get(self, req, resp):
+    def on_get(self, req, resp, tail):
         with self._pool.connection() as conn:
             conn.execute(
                 "DO $$ BEGIN RAISE EXCEPTION 'rolled back' USING ERRCODE = '%s';"
@@ -361,14 +365,16 @@ def test_a_transaction_the_database_rolled_back_is_a_503_logged_as_an_error(
     Retry-After, never a 500; the log says what happened (a deadlock is a lock-order
     bug), not that the database is away."""
     app = app_module.create_app(config, pool)
-    app.add_route('/rolled-back', RolledBack(pool, sqlstate))
+    app.add_route('/rolled-back/{tail}', RolledBack(pool, sqlstate))
     with caplog.at_level(logging.WARNING, logger='frontdesk'):
         resp = webtest.TestApp(app).get(
-            '/rolled-back', headers={'X-Request-Id': 'req-40'}, status=503
+            '/rolled-back/x%0Aforged', headers={'X-Request-Id': 'req-40'}, status=503
         )
     assert resp.json == {'message': 'Service temporarily unavailable'}
     assert resp.headers['Retry-After'] == '5'
     [record] = [r for r in caplog.records if 'req-40' in r.getMessage()]
     assert record.levelno == logging.ERROR
     assert f'{name} sqlstate={sqlstate}' in record.getMessage()
+    # The client's path is escaped: it cannot start a line of its own (logs.py).
+    assert 'GET /rolled-back/x\\nforged request_id=req-40' in record.getMessage()
     assert 'database unavailable' not in caplog.text
