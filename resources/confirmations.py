@@ -168,6 +168,10 @@ class Password:
         problems = self._password_problems(doc)
         with self._pool.connection() as conn:
             with conn.transaction():
+                # The user's row before the link's: the order of a credential change.
+                conn.execute(
+                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
+                )
                 user = conn.execute(
                     self._queries['confirmations.take_reset_token'],
                     {'token_digest': digest},

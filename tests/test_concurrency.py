@@ -376,3 +376,54 @@ def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_comp
         ).fetchone()['n']
         == 0
     )
+
+
+def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
+    service, make_user, conn, direct_database_url
+):
+    """One lock order for a user's row and their one-time links: the row first (a
+    credential change takes it, then voids the user's links). The owner's session
+    replaces the access token and waits for the user's row (the test holds it); then a
+    reset link of that user is used, and waits for the row too, behind it. Had the reset
+    used its link up before taking the row, the credential change would next wait to
+    void the link the reset deleted: each would hold what the other waits for,
+    PostgreSQL would end one as a deadlock, and its client would get a 503. Taking the
+    row first, the access token reset runs whole and voids the link, as it would have
+    one request earlier: the reset is the 422 of a used link, and changes nothing."""
+    owner = make_user()
+    _used_once(service, owner)
+    http('POST', service + '/auth/password', {'email': owner.email})
+    reset = queued_token(conn, owner.email, 'reset_password_token')
+    replaced, was_reset = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (owner.id,)),
+        (
+            lambda: http(
+                'POST',
+                service + '/api/v1/profile/reset_access_token',
+                headers=owner.headers,
+            ),
+            'personal_tokens_revoked',
+        ),
+        (
+            lambda: http(
+                'PUT',
+                service + '/auth/password',
+                {'reset_password_token': reset, 'password': 'a brand new secret 7'},
+            ),
+            # Wherever it waits for the user's row.
+            '',
+        ),
+    )
+    assert replaced.status == 200, replaced.json
+    assert (was_reset.status, was_reset.json) == (422, {'message': 'Invalid token'})
+    assert http('GET', service + '/api/v1/profile', headers=owner.headers).status == 200
+    assert (
+        http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': owner.email, 'password': PASSWORD},
+        ).status
+        == 200
+    )

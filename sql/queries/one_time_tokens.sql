@@ -15,3 +15,16 @@ RETURNING id;
 INSERT INTO one_time_tokens (user_id, purpose, email, token_digest, expires_at)
 VALUES (%(user_id)s, %(purpose)s, %(email)s, %(token_digest)s, now() + %(lifespan)s)
 RETURNING id;
+
+-- name: lock_user
+-- The user row of a one-time link, locked before the statement that uses the link up
+-- deletes it (confirmations.take_reset_token): the user's row first, then their
+-- sessions and tokens, one-time links among them, the order of every credential change
+-- (credentials.change voids the user's links with that row held). The other order
+-- deadlocks with such a change of the same user: each holds what the other waits for.
+-- No row: no such link, and the statement that uses it finds none either.
+SELECT u.id
+  FROM one_time_tokens t
+  JOIN users u ON u.id = t.user_id
+ WHERE t.token_digest = %(token_digest)s
+   FOR UPDATE OF u;
