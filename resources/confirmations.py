@@ -63,6 +63,10 @@ class Confirmation:
         # users_email_key, which errors.py answers with "Email has already been taken".
         with self._pool.connection() as conn:
             with conn.transaction():
+                # The user's row before the link's: the order of a resend.
+                conn.execute(
+                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
+                )
                 row = conn.execute(
                     self._queries['confirmations.confirm'], {'token_digest': digest}
                 ).fetchone()

@@ -427,3 +427,42 @@ def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
         ).status
         == 200
     )
+
+
+def _resending(service, user):
+    return lambda: http('POST', service + '/resend_confirmation', {'email': user.email})
+
+
+def _confirming(service, token):
+    return lambda: http(
+        'POST', service + '/auth/confirmation', {'confirmation_token': token}
+    )
+
+
+def test_a_confirmation_and_a_resend_of_that_link_both_complete(
+    service, make_user, conn, direct_database_url
+):
+    """The lock order of a one-time link's use: the user's row, then the link. A resend
+    (anyone may ask, signed out) waits for the user's row (the test holds it), then a
+    confirmation with the link it replaces waits for the row too, behind it. Had the
+    confirmation used its link up before taking the row, the resend would next wait to
+    replace the link the confirmation deleted: each would hold what the other waits
+    for, PostgreSQL would end one as a deadlock, and its client would get a 503. Taking
+    the row first, the resend runs whole and replaces the link, as it would have one
+    request earlier: the old link is the 422 of a used one, and the new one confirms."""
+    user = make_user(confirmed=False)
+    assert _resending(service, user)().status == 200
+    old = queued_token(conn, user.email, 'confirmation_token')
+    resent, confirmed = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (user.id,)),
+        (_resending(service, user), 'revert_until'),
+        # Wherever it waits for the user's row.
+        (_confirming(service, old), ''),
+    )
+    assert (resent.status, resent.json) == (200, {})
+    assert (confirmed.status, confirmed.json) == (422, {'message': 'Invalid token'})
+    new = queued_token(conn, user.email, 'confirmation_token')
+    assert new != old
+    assert _confirming(service, new)().status == 200
