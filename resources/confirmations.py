@@ -340,6 +340,10 @@ class RevertLink:
         digest = _digest(req.context.doc, 'token')
         with self._pool.connection() as conn:
             with conn.transaction():
+                # The user's row before the links': the order of another link's use.
+                conn.execute(
+                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
+                )
                 user = conn.execute(self._take_sql, {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)

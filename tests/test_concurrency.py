@@ -10,6 +10,7 @@ from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 from tests.support.users import insert_personal_tokens
 from tests.support.users import PASSWORD
+from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 from tests.test_suspension import interleave
 
@@ -466,3 +467,53 @@ def test_a_confirmation_and_a_resend_of_that_link_both_complete(
     new = queued_token(conn, user.email, 'confirmation_token')
     assert new != old
     assert _confirming(service, new)().status == 200
+
+
+def _reverting(service, token):
+    return lambda: http('POST', service + '/auth/email_revert', {'token': token})
+
+
+def test_two_email_revert_links_of_one_user_used_at_once_both_complete(
+    service, make_user, conn, direct_database_url
+):
+    """The lock order of a one-time link's use: the user's row, then the links. Two
+    e-mail changes mailed the old address two revert links; the older one is used and
+    waits for the user's row (the test holds it), then the newer one, behind it. Using
+    a link up deletes it and the user's later revert links (SPEC 3.4). Had the older
+    one's use deleted its link before taking the row, it would next wait for the newer
+    link, which the other use had deleted before waiting for the row: each would hold
+    what the other waits for, PostgreSQL would end one as a deadlock, and its client
+    would get a 503. Taking the row first, the older link undoes both changes, and the
+    newer one is the 422 of a used link."""
+    owner = make_user()
+    links = []
+    for _ in range(2):
+        changed = http(
+            'PUT',
+            service + '/api/v1/profile',
+            {'profile': {'email': unique_email()}},
+            headers=owner.headers,
+        )
+        assert changed.status == 200, changed.json
+        links.append(queued_token(conn, owner.email, 'token'))
+    older, newer = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (owner.id,)),
+        (_reverting(service, links[0]), ''),
+        (_reverting(service, links[1]), ''),
+    )
+    assert (older.status, older.json) == (200, {})
+    assert (newer.status, newer.json) == (422, {'message': 'Invalid token'})
+    row = conn.execute(
+        'SELECT email, unconfirmed_email FROM users WHERE id = %s', (owner.id,)
+    ).fetchone()
+    assert row == {'email': owner.email, 'unconfirmed_email': None}
+    assert (
+        conn.execute(
+            'SELECT count(*) AS n FROM one_time_tokens WHERE user_id = %s'
+            " AND purpose = 'email_revert'",
+            (owner.id,),
+        ).fetchone()['n']
+        == 0
+    )

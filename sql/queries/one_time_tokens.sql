@@ -18,12 +18,13 @@ RETURNING id;
 
 -- name: lock_user
 -- The user row of a one-time link, locked before the statement that uses the link up
--- deletes it (confirmations.take_reset_token, confirmations.confirm): the user's row
--- first, then their sessions and tokens, one-time links among them, the order of every
--- credential change (credentials.change voids the user's links with that row held) and
--- of a resend (confirmations.address_to_confirm, then the link it replaces). The other
--- order deadlocks with such a request for the same user: each holds what the other
--- waits for.
+-- deletes it (confirmations.take_reset_token, confirmations.confirm,
+-- confirmations.take_revert_token, mfa.take_revert_link): the user's row first, then
+-- their sessions and tokens, one-time links among them. That is the order of every
+-- credential change (credentials.change voids the user's links with the row held), of a
+-- resend (confirmations.address_to_confirm, then the link it replaces) and of a revert
+-- (its link, then the user's later ones). The other order deadlocks with such a request
+-- for the same user: each holds what the other waits for.
 -- No row: no such link, and the statement that uses it finds none either.
 SELECT u.id
   FROM one_time_tokens t
