@@ -13,6 +13,8 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 from tests.test_suspension import interleave
+from tests.test_suspension import sessions_of
+from tests.test_suspension import signing_in
 
 
 def token_headers(answer):
@@ -45,11 +47,7 @@ def test_simultaneous_sign_ins_all_get_working_tokens(service, make_user, conn):
     user = make_user()
     answers = in_parallel(
         16,
-        lambda _: http(
-            'POST',
-            service + '/auth/sign_in',
-            {'email': user.email, 'password': PASSWORD},
-        ),
+        lambda _: signing_in(service, user)(),
     )
     assert [answer.status for answer in answers] == [200] * 16
     assert len({answer.headers['client'] for answer in answers}) == 16
@@ -61,12 +59,7 @@ def test_simultaneous_sign_ins_all_get_working_tokens(service, make_user, conn):
             ).status
             == 200
         )
-    assert (
-        conn.execute(
-            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)
-        ).fetchone()['n']
-        == 17
-    )
+    assert sessions_of(conn, user) == 17
 
 
 @pytest.mark.parametrize('round_', range(3))
@@ -96,11 +89,7 @@ def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(
                 },
                 headers=user.headers,
             )
-        return http(
-            'POST',
-            service + '/auth/sign_in',
-            {'email': user.email, 'password': PASSWORD},
-        )
+        return signing_in(service, user)()
 
     answers = in_parallel(10, act)
     assert answers[0].status == 200
@@ -133,14 +122,7 @@ def test_a_password_change_racing_sign_ins_leaves_no_old_password_session(
         ).status
         == 200
     )
-    assert (
-        http(
-            'POST',
-            service + '/auth/sign_in',
-            {'email': user.email, 'password': PASSWORD},
-        ).status
-        == 401
-    )
+    assert signing_in(service, user)().status == 401
 
 
 def test_parallel_sign_ins_keep_to_the_maximum(base_env, make_user, conn):
@@ -148,19 +130,10 @@ def test_parallel_sign_ins_keep_to_the_maximum(base_env, make_user, conn):
     with run_gunicorn({**base_env, 'MAX_USER_SESSIONS': '4'}, workers=3) as base:
         answers = in_parallel(
             12,
-            lambda _: http(
-                'POST',
-                base + '/auth/sign_in',
-                {'email': user.email, 'password': PASSWORD},
-            ),
+            lambda _: signing_in(base, user)(),
         )
         assert [answer.status for answer in answers] == [200] * 12
-        assert (
-            conn.execute(
-                'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (user.id,)
-            ).fetchone()['n']
-            == 4
-        )
+        assert sessions_of(conn, user) == 4
         working = sum(
             http('GET', base + '/api/v1/profile', headers=token_headers(answer)).status
             == 200
@@ -280,6 +253,17 @@ def _personal_tokens_of(conn, user):
     ).fetchone()['n']
 
 
+def _resetting(service, conn, user):
+    """The request that uses the reset link just mailed to ``user``."""
+    http('POST', service + '/auth/password', {'email': user.email})
+    reset = queued_token(conn, user.email, 'reset_password_token')
+    return lambda: http(
+        'PUT',
+        service + '/auth/password',
+        {'reset_password_token': reset, 'password': 'a brand new secret 7'},
+    )
+
+
 def test_a_token_created_while_a_password_reset_commits_dies_with_it(
     service, make_user, conn, direct_database_url
 ):
@@ -289,20 +273,12 @@ def test_a_token_created_while_a_password_reset_commits_dies_with_it(
     ends that session: the creation must not mint a token after it."""
     owner = make_user()
     _used_once(service, owner)
-    http('POST', service + '/auth/password', {'email': owner.email})
-    reset = queued_token(conn, owner.email, 'reset_password_token')
+    resetting = _resetting(service, conn, owner)
     was_reset, created = interleave(
         direct_database_url,
         conn,
         ('SELECT id FROM user_tokens WHERE user_id = %s FOR UPDATE', (owner.id,)),
-        (
-            lambda: http(
-                'PUT',
-                service + '/auth/password',
-                {'reset_password_token': reset, 'password': 'a brand new secret 7'},
-            ),
-            'personal_tokens_revoked',
-        ),
+        (resetting, 'personal_tokens_revoked'),
         (_creating(service, owner), 'Serialises token issuance'),
     )
     assert was_reset.status == 200
@@ -324,14 +300,7 @@ def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_comp
     get a 503. Taking the row first, the sign-in runs whole, then the administrator's
     request, which ends the new session too."""
     member = make_user(account_id=admin.account_id)
-    assert (
-        http(
-            'POST',
-            service + '/auth/sign_in',
-            {'email': member.email, 'password': PASSWORD},
-        ).status
-        == 200
-    )
+    assert signing_in(service, member)().status == 200
     # An expired session, which the next sign-in drops to make room.
     conn.execute(
         "UPDATE user_tokens SET expires_at = now() - interval '1 minute'"
@@ -343,11 +312,7 @@ def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_comp
         conn,
         ('SELECT id FROM users WHERE id = %s FOR UPDATE', (member.id,)),
         (
-            lambda: http(
-                'POST',
-                service + '/auth/sign_in',
-                {'email': member.email, 'password': PASSWORD},
-            ),
+            signing_in(service, member),
             'Serialises token issuance',
         ),
         (
@@ -371,12 +336,7 @@ def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_comp
         ).status
         == 401
     )
-    assert (
-        conn.execute(
-            'SELECT count(*) AS n FROM user_tokens WHERE user_id = %s', (member.id,)
-        ).fetchone()['n']
-        == 0
-    )
+    assert sessions_of(conn, member) == 0
 
 
 def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
@@ -393,8 +353,7 @@ def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
     one request earlier: the reset is the 422 of a used link, and changes nothing."""
     owner = make_user()
     _used_once(service, owner)
-    http('POST', service + '/auth/password', {'email': owner.email})
-    reset = queued_token(conn, owner.email, 'reset_password_token')
+    resetting = _resetting(service, conn, owner)
     replaced, was_reset = interleave(
         direct_database_url,
         conn,
@@ -407,27 +366,13 @@ def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
             ),
             'personal_tokens_revoked',
         ),
-        (
-            lambda: http(
-                'PUT',
-                service + '/auth/password',
-                {'reset_password_token': reset, 'password': 'a brand new secret 7'},
-            ),
-            # Wherever it waits for the user's row.
-            '',
-        ),
+        # Wherever it waits for the user's row.
+        (resetting, ''),
     )
     assert replaced.status == 200, replaced.json
     assert (was_reset.status, was_reset.json) == (422, {'message': 'Invalid token'})
     assert http('GET', service + '/api/v1/profile', headers=owner.headers).status == 200
-    assert (
-        http(
-            'POST',
-            service + '/auth/sign_in',
-            {'email': owner.email, 'password': PASSWORD},
-        ).status
-        == 200
-    )
+    assert signing_in(service, owner)().status == 200
 
 
 def _resending(service, user):
