@@ -130,7 +130,10 @@ def main():
     parser.add_argument('--leak-requests', type=int, default=100_000)
     parser.add_argument(
         '--only',
-        help='comma-separated endpoints: ' + ','.join(name for name, _, _ in ENDPOINTS),
+        help=(
+            'comma-separated endpoints (with --budget, --against: budget ones): '
+            + ','.join(name for name, _, _ in ENDPOINTS)
+        ),
     )
     parser.add_argument(
         '--bcrypt-rounds', type=int, default=int(os.environ.get('BCRYPT_ROUNDS') or 12)

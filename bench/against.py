@@ -12,13 +12,12 @@ migrated once. Exits 1 when an endpoint costs more than LIMIT more CPU per reque
 """
 
 import contextlib
-import json
 import pathlib
 import shutil
 import subprocess
 import tempfile
 
-from bench.budget import BUDGET
+from bench.budget import budget_names
 from bench.common import database
 from bench.common import header
 from bench.common import LABELS
@@ -74,7 +73,7 @@ def _turn(srv, args, name, runs):
 
 def run_against(args, password_hash):
     """(report lines, no endpoint more than LIMIT costlier than in ``args.against``)."""
-    names = list(json.loads(BUDGET.read_text())['endpoints'])
+    names = budget_names(args)
     runs = {'base': [], 'this': []}
     with checkout(args.against) as tree:
         if _migrations(tree) != _migrations(ROOT):

@@ -24,10 +24,17 @@ from bench.common import warm_up
 BUDGET = ROOT / 'bench' / 'budget.json'
 
 
+def budget_names(args):
+    """The endpoints of bench/budget.json, or those of them ``--only`` names (to repeat
+    a run on a noisy host: docs/performance.md, sixth pass)."""
+    names = list(json.loads(BUDGET.read_text())['endpoints'])
+    return [name for name in names if not args.only or name in args.only.split(',')]
+
+
 def run_budget(args, password_hash):
     """(report lines, every endpoint within its budget)."""
     budget = json.loads(BUDGET.read_text())['endpoints']
-    names = list(budget)
+    names = budget_names(args)
     with database() as url:
         seed(url, 1, args.users, password_hash)
         if 'pat_profile' in names:
