@@ -25,6 +25,15 @@ RESET_REQUESTED = {
 }
 
 
+def _lock_link_user(conn, queries, digest, purpose):
+    """Lock the user row of the live link of ``purpose`` with ``digest``, if any
+    (one_time_tokens.lock_user), before the statement that uses the link up."""
+    conn.execute(
+        queries['one_time_tokens.lock_user'],
+        {'token_digest': digest, 'purpose': purpose},
+    )
+
+
 def _digest(doc, key):
     """The digest of the one-time token in ``doc[key]``; an unusable one is a 422."""
     token = doc.get(key) if isinstance(doc, dict) else None
@@ -64,9 +73,7 @@ class Confirmation:
         with self._pool.connection() as conn:
             with conn.transaction():
                 # The user's row before the link's: the order of a resend.
-                conn.execute(
-                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
-                )
+                _lock_link_user(conn, self._queries, digest, 'confirmation')
                 row = conn.execute(
                     self._queries['confirmations.confirm'], {'token_digest': digest}
                 ).fetchone()
@@ -171,30 +178,35 @@ class Password:
         digest = _digest(doc, 'reset_password_token')
         problems = self._password_problems(doc)
         with self._pool.connection() as conn:
+            # The password is checked before the transaction, which holds the user's
+            # row: bcrypt and the breached-password lookup take up to seconds, and a
+            # refusal leaves the link working for a better password.
+            user = conn.execute(
+                self._queries['confirmations.reset_link_user'], {'token_digest': digest}
+            ).fetchone()
+            if user is None:
+                raise errors.Unprocessable(message=INVALID_TOKEN)
+            found = problems or [
+                passwords.problem(
+                    self._config,
+                    doc['password'],
+                    email=user['email'],
+                    name=user['name'],
+                    current_hash=user['encrypted_password'],
+                )
+            ]
+            if any(found):
+                raise errors.Unprocessable(filter(None, found))
             with conn.transaction():
                 # The user's row before the link's: the order of a credential change.
-                conn.execute(
-                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
-                )
+                _lock_link_user(conn, self._queries, digest, 'reset_password')
                 user = conn.execute(
                     self._queries['confirmations.take_reset_token'],
                     {'token_digest': digest},
                 ).fetchone()
                 if user is None:
+                    # Used, or voided by a credential change, since it was read.
                     raise errors.Unprocessable(message=INVALID_TOKEN)
-                # A refusal rolls the token's use back: the link still works for a
-                # better password.
-                found = problems or [
-                    passwords.problem(
-                        self._config,
-                        doc['password'],
-                        email=user['email'],
-                        name=user['name'],
-                        current_hash=user['encrypted_password'],
-                    )
-                ]
-                if any(found):
-                    raise errors.Unprocessable(filter(None, found))
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass);
                 # else the new token first, so that revoking "every other token" spares
                 # it.
@@ -341,9 +353,7 @@ class RevertLink:
         with self._pool.connection() as conn:
             with conn.transaction():
                 # The user's row before the links': the order of another link's use.
-                conn.execute(
-                    self._queries['one_time_tokens.lock_user'], {'token_digest': digest}
-                )
+                _lock_link_user(conn, self._queries, digest, self._reason)
                 user = conn.execute(self._take_sql, {'token_digest': digest}).fetchone()
                 if user is None:
                     raise errors.Unprocessable(message=INVALID_TOKEN)

@@ -3,6 +3,7 @@
 import threading
 import time
 
+import psycopg
 import pytest
 
 from services import passwords
@@ -12,6 +13,7 @@ from tests.support.users import insert_personal_tokens
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
+from tests.test_confirmations import RESET_REQUESTED
 from tests.test_suspension import interleave
 from tests.test_suspension import sessions_of
 from tests.test_suspension import signing_in
@@ -462,3 +464,131 @@ def test_two_email_revert_links_of_one_user_used_at_once_both_complete(
         ).fetchone()['n']
         == 0
     )
+
+
+def test_a_password_reset_and_a_new_reset_link_for_that_user_both_complete(
+    service, make_user, conn, direct_database_url
+):
+    """A reset link is used and waits for the user's row (the test holds it); then a
+    new link is asked for, for that address, and waits for the row too, behind it. Had
+    the request for a link deleted the user's earlier link (the one being used) before
+    taking the row, which the new link's foreign key takes, the reset would next wait to
+    delete that link: each would hold what the other waits for, PostgreSQL would end one
+    as a deadlock, and its client would get a 503 (for the request for a link, an answer
+    SPEC 3.3 gives alike for every address). Taking the row first, the reset runs whole,
+    then the new link goes out."""
+    owner = make_user()
+    resetting = _resetting(service, conn, owner)
+    was_reset, asked = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (owner.id,)),
+        (resetting, 'one-time link'),
+        # Wherever it waits for the user's row.
+        (lambda: http('POST', service + '/auth/password', {'email': owner.email}), ''),
+    )
+    assert was_reset.status == 200, was_reset.json
+    assert (asked.status, asked.json) == (200, RESET_REQUESTED)
+    assert (
+        http(
+            'POST',
+            service + '/auth/sign_in',
+            {'email': owner.email, 'password': 'a brand new secret 7'},
+        ).status
+        == 200
+    )
+    # The new link, mailed after the reset, works.
+    new = queued_token(conn, owner.email, 'reset_password_token')
+    answer = http(
+        'PUT',
+        service + '/auth/password',
+        {'reset_password_token': new, 'password': 'another new secret 8'},
+    )
+    assert answer.status == 200, answer.json
+
+
+def _answer_while_the_row_is_held(database_url, conn, user, request):
+    """``request``'s answer, sent while the test holds ``user``'s row; an
+    AssertionError if it waits for that row in one_time_tokens.lock_user instead."""
+    with psycopg.connect(database_url) as holder:
+        holder.execute('SELECT id FROM users WHERE id = %s FOR UPDATE', (user.id,))
+        answers = []
+        thread = threading.Thread(target=lambda: answers.append(request()))
+        thread.start()
+        while thread.is_alive():
+            waiting = conn.execute(
+                'SELECT count(*) AS n FROM pg_stat_activity'
+                " WHERE wait_event_type = 'Lock'"
+                " AND position('one-time link' in query) > 0"
+            ).fetchone()['n']
+            if waiting:
+                holder.rollback()
+                thread.join()
+                raise AssertionError("it waited for the user's row")
+            thread.join(0.01)
+    return answers[0]
+
+
+@pytest.mark.parametrize('link', ['of_another_purpose', 'expired'])
+def test_a_link_that_cannot_be_used_takes_no_lock_on_its_users_row(
+    service, make_user, conn, direct_database_url, link
+):
+    """Only a live link of the route's purpose locks its user's row: anyone holding an
+    expired link, or one of another kind (a reset link sent to the confirmation route),
+    gets the 422 of an unusable link at once, and holds nothing of the user's meanwhile
+    (without a rate limit, a loop of them would keep the row busy for the owner's own
+    requests and the account's updates)."""
+    user = make_user(confirmed=False)
+    if link == 'expired':
+        assert (
+            http('POST', service + '/resend_confirmation', {'email': user.email}).status
+            == 200
+        )
+        token = queued_token(conn, user.email, 'confirmation_token')
+        conn.execute(
+            "UPDATE one_time_tokens SET expires_at = now() - interval '1 minute'"
+            " WHERE user_id = %s AND purpose = 'confirmation'",
+            (user.id,),
+        )
+    else:
+        http('POST', service + '/auth/password', {'email': user.email})
+        token = queued_token(conn, user.email, 'reset_password_token')
+    answer = _answer_while_the_row_is_held(
+        direct_database_url,
+        conn,
+        user,
+        lambda: http(
+            'POST', service + '/auth/confirmation', {'confirmation_token': token}
+        ),
+    )
+    assert (answer.status, answer.json) == (422, {'message': 'Invalid token'})
+
+
+def test_a_refused_new_password_holds_nothing_of_the_user_while_it_is_checked(
+    service, make_user, conn, direct_database_url
+):
+    """The new password of a reset is checked (bcrypt, the breached-password lookup)
+    before the user's row is locked: a refused one answers while the row is held
+    elsewhere, and leaves the link working for a better password."""
+    owner = make_user()
+    http('POST', service + '/auth/password', {'email': owner.email})
+    reset = queued_token(conn, owner.email, 'reset_password_token')
+    answer = _answer_while_the_row_is_held(
+        direct_database_url,
+        conn,
+        owner,
+        # The current password: SPEC 15 refuses it.
+        lambda: http(
+            'PUT',
+            service + '/auth/password',
+            {'reset_password_token': reset, 'password': PASSWORD},
+        ),
+    )
+    assert answer.status == 422, answer.json
+    assert answer.json['attributes'] == ['password']
+    answer = http(
+        'PUT',
+        service + '/auth/password',
+        {'reset_password_token': reset, 'password': 'a brand new secret 7'},
+    )
+    assert answer.status == 200, answer.json

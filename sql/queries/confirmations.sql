@@ -40,9 +40,29 @@ DELETE FROM one_time_tokens t
 RETURNING u.id, u.email, u.name, u.encrypted_password;
 
 -- name: user_by_email
+-- For a reset link (POST /auth/password). The user's row before their links, as every
+-- path that replaces or uses one takes it (one_time_tokens.lock_user): the link's INSERT
+-- would take this lock on the row anyway (its foreign key), but only after the statement
+-- had deleted the user's earlier link and counted the address, and a use of that link or
+-- a resend holding the row would each wait for what the other held. KEY SHARE: it waits
+-- for those, not for a profile edit (a NO KEY UPDATE of the row).
 SELECT id, name, email
   FROM users
- WHERE email = %(email)s;
+ WHERE email = %(email)s
+   FOR KEY SHARE;
+
+-- name: reset_link_user
+-- The user a live reset link is for, read without using it up or locking anything: the
+-- new password is checked against them (bcrypt, the breached-password lookup: up to
+-- seconds) before the transaction that takes the link locks the user's row. The same
+-- conditions as take_reset_token, which decides.
+SELECT u.email, u.name, u.encrypted_password
+  FROM one_time_tokens t
+  JOIN users u ON u.id = t.user_id
+ WHERE t.token_digest = %(token_digest)s
+   AND t.purpose = 'reset_password'
+   AND t.expires_at > now()
+   AND u.email = t.email;
 
 -- name: address_to_confirm
 -- The user by id (signed in) or by current address (POST /resend_confirmation): a pending

@@ -25,9 +25,13 @@ RETURNING id;
 -- resend (confirmations.address_to_confirm, then the link it replaces) and of a revert
 -- (its link, then the user's later ones). The other order deadlocks with such a request
 -- for the same user: each holds what the other waits for.
--- No row: no such link, and the statement that uses it finds none either.
+-- Only a live link of the purpose the route takes locks anything: an expired link, or one
+-- of another purpose, is the 422 it was before, without holding a row of its user. No
+-- row: no such link, and the statement that uses it finds none either.
 SELECT u.id
   FROM one_time_tokens t
   JOIN users u ON u.id = t.user_id
  WHERE t.token_digest = %(token_digest)s
+   AND t.purpose = %(purpose)s
+   AND t.expires_at > now()
    FOR UPDATE OF u;
