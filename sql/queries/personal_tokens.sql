@@ -57,9 +57,9 @@ RETURNING id, name;
 -- The live tokens of the account's members that can reach it, for its administrators. Of
 -- account_ids they see only whether the token is restricted (then to this account among
 -- others) or not: the member's other accounts are not theirs to know. A suspended
--- member's tokens reach it no more (SPEC 17, 18), and their last use, elsewhere, is not
--- theirs to see either; revoke_for_account still takes them, so that a token does not
--- come back with the member's reactivation.
+-- member's tokens reach it no more (SPEC 17, 18), so they are not listed until the
+-- reactivation; revoke_for_account still takes them, so that a token does not come back
+-- with it.
 SELECT COALESCE(json_agg(personal_access_token_json(p)::jsonb
                          || jsonb_build_object(
                                 'user_id', p.user_id,
