@@ -78,8 +78,8 @@ KINDS = {
     # SPEC 3.4 rule 1: the facts that follow are the sign-up's (send_sign_up_notice).
     'sign_up_confirmed': (
         'Your e-mail address is confirmed',
-        'This address is now the confirmed address of a Frontdesk account, which was '
-        'signed up at this time, from this address and device:',
+        'This e-mail address is now confirmed for your Frontdesk account. The '
+        'account was signed up at this time, from this IP address and device:',
     ),
     'second_factor_guesses_exhausted': (
         'Someone is guessing your verification codes',

@@ -363,3 +363,28 @@ def test_a_spent_mail_hour_does_not_keep_the_notice_from_the_owner(
         {'reset_password_token': reset, 'password': 'a brand new secret'},
     )
     assert answer.status_int == 200
+
+
+def test_the_first_confirmation_of_a_new_address_before_any_mails_the_notice(
+    testapp, base_env, inbox
+):
+    """Signed up with one address, never confirmed, moved to another: confirming that
+    one is still the user's first, and the password was chosen before either was
+    proven."""
+    first, address = unique_email('first'), unique_email('ada')
+    signup = sign_up(testapp, first)
+    testapp.put_json(
+        '/api/v1/profile',
+        {'profile': {'email': address}},
+        headers=token_headers(signup),
+    )
+    deliver(base_env, inbox.port)
+    token = received(inbox, address, 'Confirm your new email address').link(
+        '/app/auth/confirmation', 'confirmation_token'
+    )[1]
+
+    testapp.post_json('/auth/confirmation', {'confirmation_token': token})
+
+    deliver(base_env, inbox.port)
+    assert subjects(inbox, address) == ['Confirm your new email address', NOTICE]
+    assert subjects(inbox, first) == ['Confirmation Instructions']
