@@ -1,11 +1,17 @@
 """HTTP resources, one module per URL family."""
 
+import urllib.parse
+
 import falcon
+import orjson
 
 from services import profiles
 import tokens
 
 JSON = 'application/json; charset=utf-8'
+# The reference dashboard keeps its token headers here (JSON, as js-cookie writes it).
+SESSION_COOKIE = 'cw_d_session_info'
+SESSION_KEYS = ('access-token', 'client', 'uid')
 
 
 def send_json_text(resp, text, key=None):
@@ -37,3 +43,30 @@ def send_challenge(resp, challenge):
     resp.status = falcon.HTTP_206
     resp.media = challenge
     resp.cache_control = ['no-store']
+
+
+def presented_sessions(req):
+    """The sign-in credentials a request carries, (access-token, client, uid) each: its
+    token headers and the reference dashboard's SESSION_COOKIE, which a browser sends
+    by itself with a same-origin request.
+
+    For the notice of a first confirmation only (SPEC 3.4 rule 1): whether they are a
+    live session is for the service to say. What is malformed, or could not be one of
+    ours (not printable ASCII), is left out; a bad cookie is as no cookie.
+    """
+    found = [tuple(req.get_header(key) for key in SESSION_KEYS)]
+    for value in req.get_cookie_values(SESSION_COOKIE) or ():
+        try:
+            info = orjson.loads(urllib.parse.unquote(value))
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(info, dict):
+            found.append(tuple(info.get(key) for key in SESSION_KEYS))
+    return [
+        credentials
+        for credentials in found
+        if all(
+            isinstance(value, str) and value and value.isascii() and value.isprintable()
+            for value in credentials
+        )
+    ]

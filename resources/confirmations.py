@@ -6,6 +6,7 @@ no sign-in token but the one it issues.
 """
 
 import errors
+from resources import presented_sessions
 from resources import send_challenge
 from resources import send_signed_in
 from services import addresses
@@ -15,6 +16,7 @@ from services import mail
 from services import mfa
 from services import passwords
 from services import profiles
+from services import security_mail
 from services import sessions
 import tokens
 
@@ -82,6 +84,9 @@ class Confirmation:
                     raise errors.Unprocessable(
                         message='Already confirmed' if already else INVALID_TOKEN
                     )
+                notice = security_mail.sign_up_notice(
+                    conn, self._queries, self._config, row, presented_sessions(req)
+                )
                 # An MFA user gets the second step, not a session (SPEC 12: no bypass).
                 kind = mfa.challenge_kind(conn, self._queries, row['user_id'])
                 session = (
@@ -108,6 +113,9 @@ class Confirmation:
                     keep_client=session and session[1],
                     facts=req.context.facts,
                     session_id=session and session.id,
+                )
+                security_mail.send_sign_up_notice(
+                    conn, self._queries, self._config, notice
                 )
                 if kind:
                     # After the credential change, which voids every earlier one-time
