@@ -167,19 +167,21 @@ def confirm(pool, queries, config, doc, facts):
                 if row['already_confirmed']
                 else INVALID_TOKEN
             )
+        kind, session = _admit(conn, queries, config, row['user_id'], facts)
         # Sessions and links from before the address was proven may be someone else's
         # (who signed up with it, or asked to move the account to it).
-        change = functools.partial(
-            credentials.change,
+        credentials.change(
             conn,
             queries,
             config,
             row['user_id'],
             reason='email_confirmation' if row['changed_address'] else 'confirmation',
+            keep_client=session and session[1],
             facts=facts,
+            session_id=session and session.id,
         )
-        return _through_link(
-            conn, queries, config, row['user_id'], row['email'], facts, change
+        return _outcome(
+            conn, queries, config, row['user_id'], row['email'], kind, session
         )
 
 
@@ -212,19 +214,21 @@ def reset_password(pool, queries, config, validator, doc, facts):
         with conn.transaction():
             # Used, or voided by a credential change, since it was read: a 422.
             user = use_link(conn, queries, 'reset_password', digest)
-            change = functools.partial(
-                passwords.change,
+            kind, session = _admit(conn, queries, config, user['id'], facts)
+            passwords.change(
                 conn,
                 queries,
                 config,
                 user['id'],
                 doc['password'],
+                keep_client=session and session[1],
                 confirm=True,
                 reason='password_reset',
                 facts=facts,
+                session_id=session and session.id,
             )
-            return _through_link(
-                conn, queries, config, user['id'], user['email'], facts, change
+            return _outcome(
+                conn, queries, config, user['id'], user['email'], kind, session
             )
 
 
@@ -322,19 +326,15 @@ def _challenge_kind(conn, queries, user_id):
     return 'mfa_setup' if state['setup_required'] else None
 
 
-def _through_link(conn, queries, config, user_id, uid, facts, change):
-    """A link's way in ends in ``change``, a credential change (SPEC 3.3), which keeps
-    no sign-in token but the one issued here, then the session or the challenge.
-
-    An MFA user gets the second step, not a session (SPEC 12: no bypass); else the new
-    token first, so that revoking "every other token" spares it.
-    """
+def _admit(conn, queries, config, user_id, facts):
+    """``(kind, session)`` of a way in through a link: an MFA user gets the challenge of
+    ``kind``, not a session (SPEC 12: no bypass); else a new session, issued before the
+    link's credential change (SPEC 3.3), so that revoking "every other token" spares
+    it."""
     kind = _challenge_kind(conn, queries, user_id)
-    session = (
-        None if kind else sessions.issue(conn, queries, config, user_id, facts=facts)
-    )
-    change(keep_client=session and session[1], session_id=session and session.id)
-    return _outcome(conn, queries, config, user_id, uid, kind, session)
+    if kind:
+        return kind, None
+    return None, sessions.issue(conn, queries, config, user_id, facts=facts)
 
 
 def _outcome(conn, queries, config, user_id, uid, kind, session):
