@@ -71,10 +71,8 @@ def finish(proc, timeout=30):
     return stdout, stderr
 
 
-def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
-    testapp, conn, base_env, inbox
-):
-    address = unique_email('signup')
+def sign_up(testapp, address):
+    """A sign-up over HTTP, which queues the confirmation mail to ``address``."""
     testapp.post_json(
         '/api/v1/accounts',
         {
@@ -83,7 +81,15 @@ def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
             'user_full_name': 'Ada',
             'password': 'correct horse 1',
         },
+        status=200,
     )
+
+
+def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
+    testapp, conn, base_env, inbox
+):
+    address = unique_email('signup')
+    sign_up(testapp, address)
     row = conn.execute(
         'SELECT id FROM mail_outbox WHERE to_address = %s', (address,)
     ).fetchone()
@@ -386,7 +392,7 @@ def test_implicit_tls_defaults_to_port_465(base_env):
 
 
 def test_development_mail_goes_into_a_private_directory_even_one_made_wider(
-    testapp, conn, base_env, tmp_path
+    testapp, base_env, tmp_path
 ):
     """MAIL_DELIVERY=file (scripts/run without SMTP_HOST): the messages carry sign-in
     links, so MAIL_DIR is 0700 and each file 0600, also when the directory was there
@@ -395,16 +401,7 @@ def test_development_mail_goes_into_a_private_directory_even_one_made_wider(
     mail_dir.mkdir()
     mail_dir.chmod(0o755)
     address = unique_email('devmail')
-    testapp.post_json(
-        '/api/v1/accounts',
-        {
-            'account_name': 'Acme',
-            'email': address,
-            'user_full_name': 'Ada',
-            'password': 'correct horse 1',
-        },
-        status=200,
-    )
+    sign_up(testapp, address)
     done = subprocess.run(
         [sys.executable, 'manage.py', 'deliver-mail', '--once'],
         cwd=ROOT,

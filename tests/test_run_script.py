@@ -230,15 +230,20 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
     hba_before = system_hba_files()
     copy = fresh_copy(tmp_path)
     python = str(copy / '.venv' / 'bin' / 'python')
+
+    def manage(*args):
+        """An operator command in the copy (wherever it is by then), as from a shell."""
+        return subprocess.run(
+            [python, 'manage.py', *args],
+            cwd=copy,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     # Before any scripts/run: no database to find, and the one line says what to do.
-    nothing = subprocess.run(
-        [python, 'manage.py', 'migrate'],
-        cwd=copy,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    nothing = manage('migrate')
     assert (
         nothing.returncode == 2
         and 'scripts/run' in nothing.stderr
@@ -382,39 +387,26 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
                 owner_url,
             )
 
-        created = subprocess.run(
-            [
-                python,
-                'manage.py',
-                'create-user',
-                '--email',
-                unique_email('operator'),
-                '--name',
-                'Operator',
-                '--password',
-                PASSWORD,
-                '--confirmed',
-            ],
-            cwd=copy,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
+        created = manage(
+            'create-user',
+            '--email',
+            unique_email('operator'),
+            '--name',
+            'Operator',
+            '--password',
+            PASSWORD,
+            '--confirmed',
         )
         assert created.returncode == 0 and '"confirmed": true' in created.stdout, (
             created.stderr
         )
-        mailbox = subprocess.run(
-            [python, 'manage.py', 'mailbox'],
-            cwd=copy,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        mailbox = manage('mailbox')
         assert mailbox.returncode == 0 and link in mailbox.stdout, (
             mailbox.stdout + mailbox.stderr
         )
+        # prune finds the migration role by itself (./var/run/migrate_database_url).
+        pruned = manage('prune')
+        assert pruned.returncode == 0 and 'deleted' in pruned.stdout, pruned.stderr
 
         # kill -9 leaves gunicorn, the mail worker and PostgreSQL behind; the next run
         # stops the first two and adopts the cluster.
