@@ -69,9 +69,9 @@ SELECT audit_events_page(ARRAY(SELECT a
                                 ORDER BY a.id DESC), %(limit)s)::text AS doc;
 
 -- name: prune
--- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
-DELETE FROM audit_events
- WHERE created_at < now() - make_interval(days => %(retention_days)s);
+-- manage.py prune, as the migration role: the service's own role may neither DELETE here
+-- nor call the function (migration 0019).
+SELECT prune_audit_events(%(retention_days)s) AS deleted;
 
 -- name: insert_sign_in_failure
 -- A failed sign-in names the user the address belongs to, if any, in the same statement:
