@@ -12,6 +12,7 @@ from resources import send_signed_in
 from services import addresses
 from services import audit
 from services import guessing
+from services import memberships
 from services import mfa
 from services import passwords
 from services import sessions
@@ -396,6 +397,9 @@ class MemberSessions:
         caller = req.context.caller
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, caller.id
+            )
             member = sessions.end_member_sessions(
                 conn,
                 self._queries,

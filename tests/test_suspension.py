@@ -1126,7 +1126,7 @@ def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
                 {'name': 'Renamed by the suspended'},
                 headers=admin.headers,
             ),
-            'Only the keys present in the patch change',
+            'Serialises the suspensions',
         ),
     )
     assert suspended.status == 200
@@ -1135,6 +1135,97 @@ def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
         'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
     ).fetchone()['name']
     assert name != 'Renamed by the suspended'
+
+
+def refused_once_suspended(service, admin, make_user, conn, database_url, request):
+    """``admin``'s ``request`` passed the access rules while they were active and waits
+    for the account row behind the suspension of ``admin`` by another administrator
+    (the test holds the row first, so the suspension queues ahead): it must answer the
+    403 of SPEC 18 and do nothing (SPEC 3.4)."""
+    other = make_user(account_id=admin.account_id, role='administrator')
+    other.account_id = admin.account_id
+    suspended, answer = interleave(
+        database_url,
+        conn,
+        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
+        (suspending(service, other, admin), 'Serialises the suspensions'),
+        (request, 'Serialises the suspensions'),
+    )
+    assert suspended.status == 200
+    assert (answer.status, json.loads(answer.body)) == (403, SUSPENDED)
+
+
+def test_ending_a_members_sessions_waiting_for_the_callers_suspension_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    member = make_user(account_id=admin.account_id)
+    refused_once_suspended(
+        service,
+        admin,
+        make_user,
+        conn,
+        direct_database_url,
+        lambda: http(
+            'DELETE',
+            service + url(admin.account_id, member.id, 'sessions'),
+            headers=admin.headers,
+        ),
+    )
+    assert sessions_of(conn, member) == 1
+    assert events(conn, member.id, 'sessions_ended_by_administrator') == []
+
+
+def test_revoking_a_members_token_waiting_for_the_callers_suspension_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    member = make_user(account_id=admin.account_id)
+    token = json.loads(
+        minting(
+            service,
+            member,
+            '/api/v1/profile/access_tokens',
+            {'name': 'CI', 'scopes': ['profile:read'], 'expires_in_days': 30},
+        )().body
+    )
+    refused_once_suspended(
+        service,
+        admin,
+        make_user,
+        conn,
+        direct_database_url,
+        lambda: http(
+            'DELETE',
+            service
+            + f'/api/v1/accounts/{admin.account_id}/access_tokens/{token["id"]}',
+            headers=admin.headers,
+        ),
+    )
+    reads = http(
+        'GET',
+        service + '/api/v1/profile',
+        headers={'Authorization': f'Bearer {token["token"]}'},
+    )
+    assert reads.status == 200
+
+
+def test_a_suspension_waiting_for_the_suspenders_own_suspension_is_refused(
+    service, admin, make_user, conn, direct_database_url
+):
+    member = make_user(account_id=admin.account_id)
+    refused_once_suspended(
+        service,
+        admin,
+        make_user,
+        conn,
+        direct_database_url,
+        suspending(service, admin, member),
+    )
+    status = conn.execute(
+        'SELECT status FROM account_users WHERE account_id = %s AND user_id = %s',
+        (admin.account_id, member.id),
+    ).fetchone()['status']
+    assert status == 'active'
+    assert events(conn, member.id, 'member_suspended') == []
 
 
 # --- a suspension racing the member's own write of that membership --------------------
