@@ -31,7 +31,9 @@ class JSONHandler(falcon.media.BaseHandler):
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as ex:
-            raise errors.BadRequest(f'Malformed JSON: {ex.msg}') from None
+            raise errors.BadRequest(
+                f'Malformed JSON: {_what_is_wrong(data, ex)}'
+            ) from None
         # Only a body with that many brackets can be that deep: the usual one is not
         # walked.
         if data.count(b'[') + data.count(b'{') > MAX_DEPTH and _depth(doc) > MAX_DEPTH:
@@ -45,6 +47,16 @@ class JSONHandler(falcon.media.BaseHandler):
 
     def serialize(self, media, content_type):
         return orjson.dumps(media)
+
+
+def _what_is_wrong(data, ex):
+    """The parser's account of a syntax error, in the API's words for bytes that are
+    not UTF-8 (orjson calls those a ``str`` with "surrogates")."""
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError:
+        return 'not UTF-8'
+    return ex.msg
 
 
 def _children(value):

@@ -15,6 +15,9 @@ import webtest
 import app as app_module
 import config as config_module
 from tests.support import ROOT
+from tests.test_profile import multipart
+from tests.test_profile import send_multipart
+from tests.test_profile import text_part
 from tests.test_suspension import call
 from tests.test_suspension import concrete
 from tests.test_suspension import route_table
@@ -118,6 +121,39 @@ def test_malformed_json_is_a_400(testapp, admin):
             status=400,
         )
         assert resp.json['message'].startswith('Malformed JSON')
+
+
+def test_a_body_that_is_not_utf8_is_a_400_in_the_apis_words(testapp, admin, conn):
+    """Bytes that are not UTF-8 (a stray \\xff, an encoded surrogate) are one answer on
+    every route, public or signed in, JSON or a multipart part; nothing changes."""
+    not_utf8 = {'message': 'Malformed JSON: not UTF-8'}
+    before = conn.execute(
+        'SELECT name, email FROM users WHERE id = %s', (admin.id,)
+    ).fetchone()
+    for body in (b'{"email": "\xff"}', b'{"name": "\xed\xa0\x80"}', b'\xff\xfe'):
+        for method, path, headers in (
+            ('POST', '/auth/sign_in', {}),
+            ('POST', '/api/v1/accounts', {}),
+            ('POST', '/auth/password', {}),
+            ('PUT', '/api/v1/profile', admin.headers),
+            ('PUT', f'/api/v1/accounts/{admin.account_id}', admin.headers),
+        ):
+            answer = testapp.request(
+                path,
+                method=method,
+                body=body,
+                content_type='application/json',
+                headers=headers,
+                status=400,
+            )
+            assert answer.json == not_utf8, (method, path, body)
+        parts, content_type = multipart(text_part('profile[ui_settings]', body))
+        answer = send_multipart(testapp, admin, parts, content_type, 400)
+        assert answer.json == not_utf8
+    after = conn.execute(
+        'SELECT name, email FROM users WHERE id = %s', (admin.id,)
+    ).fetchone()
+    assert after == before
 
 
 def test_nul_characters_are_refused_before_the_database(testapp, admin, conn):
