@@ -1104,79 +1104,63 @@ def test_an_access_token_reset_while_a_lockout_waits_is_refused(
     assert events(conn, member.id, 'access_token_reset') == []
 
 
-def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
-    service, admin, make_user, conn, direct_database_url
-):
-    """An administrator's account change passed the access rules while they were
-    active and waits for the account row, which the suspension of that administrator
-    holds (the test holds it first, so the suspension queues ahead): once suspended,
-    the change must not be written (SPEC 18; the suspension itself re-reads the
-    caller's standing under that lock, services/memberships.py)."""
+@pytest.fixture
+def refused_once_suspended(service, admin, make_user, conn, direct_database_url):
+    """Run ``request``, a request of ``admin`` that passed the access rules while they
+    were active and waits for the account row behind the suspension of ``admin`` by
+    another administrator (the test holds the row first, so the suspension queues
+    ahead); assert it answers the 403 of SPEC 18 (SPEC 3.4: it must do nothing)."""
     other = make_user(account_id=admin.account_id, role='administrator')
     other.account_id = admin.account_id
-    suspended, changed = interleave(
-        direct_database_url,
-        conn,
-        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
-        (suspending(service, other, admin), 'Serialises the suspensions'),
-        (
-            lambda: http(
-                'PUT',
-                service + f'/api/v1/accounts/{admin.account_id}',
-                {'name': 'Renamed by the suspended'},
-                headers=admin.headers,
-            ),
-            'Serialises the suspensions',
-        ),
+
+    def run(request):
+        suspended, answer = interleave(
+            direct_database_url,
+            conn,
+            ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
+            (suspending(service, other, admin), 'Serialises the suspensions'),
+            (request, 'Serialises the suspensions'),
+        )
+        assert suspended.status == 200
+        assert (answer.status, json.loads(answer.body)) == (403, SUSPENDED)
+
+    return run
+
+
+def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
+    service, admin, conn, refused_once_suspended
+):
+    refused_once_suspended(
+        lambda: http(
+            'PUT',
+            service + f'/api/v1/accounts/{admin.account_id}',
+            {'name': 'Renamed by the suspended'},
+            headers=admin.headers,
+        )
     )
-    assert suspended.status == 200
-    assert (changed.status, json.loads(changed.body)) == (403, SUSPENDED)
     name = conn.execute(
         'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
     ).fetchone()['name']
     assert name != 'Renamed by the suspended'
 
 
-def refused_once_suspended(service, admin, make_user, conn, database_url, request):
-    """``admin``'s ``request`` passed the access rules while they were active and waits
-    for the account row behind the suspension of ``admin`` by another administrator
-    (the test holds the row first, so the suspension queues ahead): it must answer the
-    403 of SPEC 18 and do nothing (SPEC 3.4)."""
-    other = make_user(account_id=admin.account_id, role='administrator')
-    other.account_id = admin.account_id
-    suspended, answer = interleave(
-        database_url,
-        conn,
-        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
-        (suspending(service, other, admin), 'Serialises the suspensions'),
-        (request, 'Serialises the suspensions'),
-    )
-    assert suspended.status == 200
-    assert (answer.status, json.loads(answer.body)) == (403, SUSPENDED)
-
-
 def test_ending_a_members_sessions_waiting_for_the_callers_suspension_is_refused(
-    service, admin, make_user, conn, direct_database_url
+    service, admin, make_user, conn, refused_once_suspended
 ):
     member = make_user(account_id=admin.account_id)
     refused_once_suspended(
-        service,
-        admin,
-        make_user,
-        conn,
-        direct_database_url,
         lambda: http(
             'DELETE',
             service + url(admin.account_id, member.id, 'sessions'),
             headers=admin.headers,
-        ),
+        )
     )
     assert sessions_of(conn, member) == 1
     assert events(conn, member.id, 'sessions_ended_by_administrator') == []
 
 
 def test_revoking_a_members_token_waiting_for_the_callers_suspension_is_refused(
-    service, admin, make_user, conn, direct_database_url
+    service, admin, make_user, refused_once_suspended
 ):
     member = make_user(account_id=admin.account_id)
     token = json.loads(
@@ -1187,18 +1171,9 @@ def test_revoking_a_members_token_waiting_for_the_callers_suspension_is_refused(
             {'name': 'CI', 'scopes': ['profile:read'], 'expires_in_days': 30},
         )().body
     )
+    path = f'/api/v1/accounts/{admin.account_id}/access_tokens/{token["id"]}'
     refused_once_suspended(
-        service,
-        admin,
-        make_user,
-        conn,
-        direct_database_url,
-        lambda: http(
-            'DELETE',
-            service
-            + f'/api/v1/accounts/{admin.account_id}/access_tokens/{token["id"]}',
-            headers=admin.headers,
-        ),
+        lambda: http('DELETE', service + path, headers=admin.headers)
     )
     reads = http(
         'GET',
@@ -1209,17 +1184,10 @@ def test_revoking_a_members_token_waiting_for_the_callers_suspension_is_refused(
 
 
 def test_a_suspension_waiting_for_the_suspenders_own_suspension_is_refused(
-    service, admin, make_user, conn, direct_database_url
+    service, admin, make_user, conn, refused_once_suspended
 ):
     member = make_user(account_id=admin.account_id)
-    refused_once_suspended(
-        service,
-        admin,
-        make_user,
-        conn,
-        direct_database_url,
-        suspending(service, admin, member),
-    )
+    refused_once_suspended(suspending(service, admin, member))
     status = conn.execute(
         'SELECT status FROM account_users WHERE account_id = %s AND user_id = %s',
         (admin.account_id, member.id),
