@@ -156,6 +156,21 @@ def test_a_body_that_is_not_utf8_is_a_400_in_the_apis_words(testapp, admin, conn
     assert after == before
 
 
+def test_a_body_of_whitespace_is_a_400_and_no_body_is_none(testapp, admin):
+    account = f'/api/v1/accounts/{admin.account_id}'
+    for body in (b' ', b'\r\n', b'\t '):
+        answer = testapp.put(
+            account,
+            body,
+            content_type='application/json',
+            headers=admin.headers,
+            status=400,
+        )
+        assert answer.json == {'message': 'Malformed JSON: only whitespace, no value'}
+    # No body at all changes nothing, as `{}` would.
+    testapp.put(account, b'', content_type='application/json', headers=admin.headers)
+
+
 def test_nul_characters_are_refused_before_the_database(testapp, admin, conn):
     resp = testapp.put(
         f'/api/v1/accounts/{admin.account_id}',
