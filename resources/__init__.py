@@ -1,11 +1,16 @@
 """HTTP resources, one module per URL family."""
 
-import falcon
+import urllib.parse
 
-from services import profiles
+import falcon
+import orjson
+
 import tokens
 
 JSON = 'application/json; charset=utf-8'
+# The reference dashboard keeps its token headers here (JSON, as js-cookie writes it).
+SESSION_COOKIE = 'cw_d_session_info'
+SESSION_KEYS = ('access-token', 'client', 'uid')
 
 
 def send_json_text(resp, text, key=None):
@@ -23,17 +28,41 @@ def send_json_text(resp, text, key=None):
     resp.status = falcon.HTTP_200
 
 
-def send_signed_in(resp, conn, queries, config, user_id, session, uid):
-    """200 ``{"data": <user>}`` with the five headers of the token just issued."""
-    doc = profiles.document(conn, queries, config, user_id)
-    token, client, expires_at = session
-    tokens.set_headers(resp, token, client, expires_at, uid)
-    send_json_text(resp, doc, key='data')
+def send_outcome(resp, outcome):
+    """Answer a way in (services/sign_in.py): 200 ``{"data": <user>}`` with the five
+    headers of the session, or 206 and the challenge, no token headers (SPEC 12)."""
+    if outcome.challenge is None:
+        token, client, expires_at = outcome.session
+        tokens.set_headers(resp, token, client, expires_at, outcome.uid)
+        send_json_text(resp, outcome.document, key='data')
+    else:
+        resp.status = falcon.HTTP_206
+        resp.media = outcome.challenge
+        resp.cache_control = ['no-store']
 
 
-def send_challenge(resp, challenge):
-    """206: a second factor or an enrolment before any session (SPEC 12); no token
-    headers."""
-    resp.status = falcon.HTTP_206
-    resp.media = challenge
-    resp.cache_control = ['no-store']
+def presented_sessions(req):
+    """The sign-in credentials a request carries, (access-token, client, uid) each: its
+    token headers and the reference dashboard's SESSION_COOKIE, which a browser sends
+    by itself with a same-origin request.
+
+    For the notice of a first confirmation only (SPEC 3.4 rule 1): whether they are a
+    live session is for the service to say. What is malformed, or could not be one of
+    ours (not printable ASCII), is left out; a bad cookie is as no cookie.
+    """
+    found = [tuple(req.get_header(key) for key in SESSION_KEYS)]
+    for value in req.get_cookie_values(SESSION_COOKIE) or ():
+        try:
+            info = orjson.loads(urllib.parse.unquote(value))
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(info, dict):
+            found.append(tuple(info.get(key) for key in SESSION_KEYS))
+    return [
+        credentials
+        for credentials in found
+        if all(
+            isinstance(value, str) and value and value.isascii() and value.isprintable()
+            for value in credentials
+        )
+    ]

@@ -128,8 +128,12 @@ def confirmation_message(
     )
 
 
+def _reset_url(config, token):
+    return _link(config, '/app/auth/password/edit', reset_password_token=token)
+
+
 def reset_password_message(config, name, to_address, token):
-    link = _link(config, '/app/auth/password/edit', reset_password_token=token)
+    link = _reset_url(config, token)
     lines = [
         'Someone asked to reset the password of your Frontdesk account.',
         'If it was not you, ignore this e-mail; your password stays as it is.',
@@ -233,6 +237,14 @@ def send_reset_password(conn, queries, config, user_id, name, to_address):
     conn.execute(
         queries['mail.enqueue'], reset_password_message(config, name, to_address, token)
     )
+
+
+def reset_link(conn, queries, config, user_id, to_address):
+    """Issue a reset link for ``user_id`` at ``to_address`` (it replaces an earlier
+    one, as send_reset_password's does) and return its URL, for a message that carries
+    it among other things (security_mail.send_sign_up_notice)."""
+    token = _issue(conn, queries, user_id, 'reset_password', to_address, RESET_LIFESPAN)
+    return _reset_url(config, token)
 
 
 def send_email_change_notice(

@@ -8,6 +8,7 @@ import datetime
 
 from services import devices
 from services import mail
+import tokens
 
 # kind: (subject, what happened)
 KINDS = {
@@ -73,6 +74,12 @@ KINDS = {
         'Someone is guessing your password',
         'Ten wrong passwords were tried for your Frontdesk account; password checks '
         'are refused for the next 15 minutes.',
+    ),
+    # SPEC 3.4 rule 1: the facts that follow are the sign-up's (send_sign_up_notice).
+    'sign_up_confirmed': (
+        'Your e-mail address is confirmed',
+        'This e-mail address is now confirmed for your Frontdesk account. The '
+        'account was signed up at this time, from this IP address and device:',
     ),
     'second_factor_guesses_exhausted': (
         'Someone is guessing your verification codes',
@@ -142,3 +149,66 @@ def send(
         link=extra.get('link'),
     )
     conn.execute(queries['mail.enqueue'], notice)
+
+
+def sign_up_notice(conn, queries, config, confirmed, presented):
+    """The notice a user's first confirmation mails (SPEC 3.4 rule 1), for
+    send_sign_up_notice; None when none is due.
+
+    ``confirmed``: the confirmations.confirm row; ``presented``: the sign-in
+    credentials the confirming request carries, (access-token, client, uid) each (its
+    token headers, the reference dashboard's cookie). None is due when this is not the
+    user's first confirmation (a confirmed user's new address: its old address can
+    still undo the change, SPEC 3.3), or when one of those is a live session of the
+    user: the sign-up's own browser confirming. Called before the confirmation's
+    credential change, which ends every session.
+    """
+    if not confirmed['first_confirmation']:
+        return None
+    origin_row = conn.execute(
+        queries['confirmations.sign_up_origin'],
+        {
+            'user_id': confirmed['user_id'],
+            'digests': [tokens.digest(token) for token, _, _ in presented],
+            'clients': [client for _, client, _ in presented],
+            'uids': [uid.strip().lower() for _, _, uid in presented],
+            'idle_seconds': config.idle_seconds,
+        },
+    ).fetchone()
+    return None if origin_row['carries_session'] else origin_row
+
+
+def send_sign_up_notice(conn, queries, config, notice):
+    """Mail ``notice`` (sign_up_notice's): the address is confirmed, when and from
+    which device the account was signed up, and a reset link for whoever did not choose
+    its password.
+
+    After the credential change, which would void the link. Not bounded per address
+    (mail.enqueue_with_token), so that nobody who spent the address's mails of the hour
+    can keep it from the owner who has just proved the mailbox: one per user, as a
+    first confirmation happens once, and each answers a confirmation mail that counted.
+    """
+    if notice is None:
+        return
+    link = mail.reset_link(conn, queries, config, notice['id'], notice['email'])
+    send(
+        conn,
+        queries,
+        config,
+        'sign_up_confirmed',
+        user_id=notice['id'],
+        to_address=notice['email'],
+        name=notice['name'],
+        extra={
+            'when': notice['signed_up_at'],
+            'ip_address': notice['ip_address'],
+            'device': devices.describe(notice),
+            'advice': (
+                'If you signed up and chose the password, there is nothing to do. If '
+                "you did not sign up, or did not choose this account's password, "
+                'choose a new password with the link below within 6 hours: it works '
+                'once, and ends every session and token of the account.'
+            ),
+            'link': (link, 'Choose a new password'),
+        },
+    )

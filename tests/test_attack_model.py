@@ -1271,31 +1271,6 @@ def test_the_owner_keeps_the_account_whatever_the_attacker_starts_from(
         print(f'{count:6}', *key)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='SPEC 3.4 rule 1 (a password chosen before the address was proven is '
-    'provisional) is held back: docs/security.md, "Who owns an account"',
-)
-def test_the_squatters_password_dies_when_the_owner_confirms(machine_world):
-    """What the machine finds when the owner's recovery is the confirmation link (the
-    squatter row of the model table) rather than a reset: squatter signs up with the
-    owner's address; the owner confirms from the mail, without a session; the
-    squatter's password still signs in, as the owner, with a fresh session."""
-    machine = AttackMachine()
-    owner, squatter = machine.owner, machine.attacker
-    address = owner.boxes[0]
-    password = new_password()
-    assert machine.sign_up(squatter, address, password).status == 200
-    machine.sync_mail()
-    [(_, _, token, _)] = machine.links_of(owner, 'confirm')
-    confirmed = machine.confirm_with(owner, token)
-    assert confirmed.status == 200
-    answer = machine.call(
-        'POST', '/auth/sign_in', {'email': address, 'password': password}
-    )
-    assert answer.status == 401, 'the squatter signs in after the owner confirmed'
-
-
 def test_a_stolen_session_cannot_keep_the_owner_from_a_reset_link(machine_world):
     """F1, as the machine found it: anyone spends the address's 5 mails of the hour
     on reset requests; the holder of a stolen session (stale: no password check for

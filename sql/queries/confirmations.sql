@@ -3,7 +3,8 @@
 -- a pending address moves into email, or the current one is stamped confirmed. A token for
 -- any other address went stale with a later e-mail change. No row: no usable token; a row
 -- without user_id: nothing was confirmed, and already_confirmed says whether that is why.
--- The final SELECT sees users as they were before the UPDATE.
+-- The final SELECT sees users as they were before the UPDATE: first_confirmation, the user
+-- had no proven address until now (SPEC 3.4 rule 1's notice).
 WITH taken AS (
     DELETE FROM one_time_tokens
      WHERE token_digest = %(token_digest)s
@@ -22,10 +23,37 @@ WITH taken AS (
     RETURNING u.id, u.email
 )
 SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed,
-       u.unconfirmed_email IS NOT DISTINCT FROM t.email AS changed_address
+       u.unconfirmed_email IS NOT DISTINCT FROM t.email AS changed_address,
+       u.confirmed_at IS NULL AS first_confirmation
   FROM taken t
   JOIN users u ON u.id = t.user_id
   LEFT JOIN confirmed c ON c.id = t.user_id;
+
+-- name: sign_up_origin
+-- For the notice of a user's first confirmation (SPEC 3.4 rule 1), read before that
+-- confirmation's credential change ends every session: carries_session, whether the request
+-- presents a live session of this user (a token with its client and uid, neither expired nor
+-- idle: what middleware/auth.py accepts), and when and from where the account was signed up.
+-- The sign-up's session was opened in the sign-up's transaction (the same created_at); an
+-- unconfirmed user cannot sign in, so it is the only one, unless it has ended (then the
+-- place is unknown).
+SELECT u.id, u.name, u.email, u.created_at AS signed_up_at,
+       EXISTS (SELECT 1
+                 FROM user_tokens t
+                 JOIN unnest(%(digests)s::bytea[], %(clients)s::text[], %(uids)s::text[])
+                      AS presented (digest, client, uid)
+                   ON t.token_digest = presented.digest AND t.client = presented.client
+                WHERE t.user_id = u.id
+                  AND presented.uid = u.email
+                  AND t.expires_at > now()
+                  AND t.last_used_at > now() - make_interval(secs => %(idle_seconds)s))
+       AS carries_session,
+       s.ip_address, s.browser_name, s.browser_version, s.platform_name, s.device_name
+  FROM users u
+  LEFT JOIN user_tokens s ON s.user_id = u.id AND s.created_at = u.created_at
+ WHERE u.id = %(user_id)s
+ ORDER BY s.id
+ LIMIT 1;
 
 -- name: take_reset_token
 -- Single use, and only for the address the link was mailed to: after an e-mail change the
