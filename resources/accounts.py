@@ -110,7 +110,6 @@ class AccountItem:
             'account_document', queries['accounts.document'], config
         )
         self._update_sql = queries['accounts.update']
-        self._still_administrator_sql = queries['memberships.still_administrator']
         self._fields = tuple(validators['account_update'].schema['properties'])
 
     def on_get(self, req, resp, account_id):
@@ -139,20 +138,12 @@ class AccountItem:
         if patch.get('enforce_mfa') is True and not req.context.caller.mfa_enabled:
             raise errors.Unprocessable.field('enforce_mfa', ENFORCE_MFA_NEEDS_MFA)
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, req.context.caller.id
+            )
             row = conn.execute(
                 self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}
             ).fetchone()
-            # The access rules saw an active administrator before the UPDATE waited for
-            # the account row, which a suspension takes first: one of the caller that
-            # committed meanwhile undoes the change (SPEC 18).
-            if (
-                row is not None
-                and not conn.execute(
-                    self._still_administrator_sql,
-                    {'account_id': account_id, 'user_id': req.context.caller.id},
-                ).fetchone()['administrator']
-            ):
-                raise errors.MembershipSuspended()
             if row is not None and patch:
                 # The fields, never their values (SPEC 14).
                 audit.record(

@@ -10,6 +10,7 @@ from resources import send_json_text
 from resources import send_outcome
 from services import addresses
 from services import audit
+from services import memberships
 from services import sessions
 from services import sign_in
 
@@ -235,6 +236,9 @@ class MemberSessions:
         caller = req.context.caller
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, caller.id
+            )
             member = sessions.end_member_sessions(
                 conn,
                 self._queries,
