@@ -15,6 +15,7 @@ from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import RESET_REQUESTED
 from tests.test_credentials import INVALID_LOGIN
+from tests.test_mfa import Authenticator
 from tests.test_mfa import enable
 from tests.test_suspension import interleave
 from tests.test_suspension import sessions_of
@@ -310,6 +311,38 @@ def test_a_reset_committing_during_a_sign_in_leaves_the_old_password_no_challeng
     )
     assert was_reset.status == 206
     assert (signed_in.status, signed_in.json) == (401, INVALID_LOGIN)
+
+
+def test_mfa_turned_on_during_a_sign_in_leaves_it_no_session(
+    service, testapp, make_user, conn, direct_database_url
+):
+    """A sign-in has checked the password, found MFA off and waits for the user's row,
+    which the user's own MFA verification took first; MFA comes on. The session would
+    skip the second factor (SPEC 12): the sign-in is refused instead."""
+    user = make_user()
+    started = testapp.post_json(
+        '/api/v1/profile/mfa', {'password': user.password}, headers=user.headers
+    ).json
+    app = Authenticator(started['provisioning_url'])
+
+    def verifying():
+        return http(
+            'POST',
+            service + '/api/v1/profile/mfa/verify',
+            {'otp_code': app.code(-1)},
+            headers=user.headers,
+        )
+
+    verified, signed_in = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (user.id,)),
+        (verifying, 'Every check of a code holds this lock'),
+        (signing_in(service, user), 'Serialises token issuance'),
+    )
+    assert verified.status == 200 and verified.json['enabled'] is True
+    assert (signed_in.status, signed_in.json) == (401, INVALID_LOGIN)
+    assert sessions_of(conn, user) == 1
 
 
 def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_complete(
