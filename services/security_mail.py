@@ -172,6 +172,7 @@ def sign_up_notice(conn, queries, config, confirmed, presented):
             'digests': [tokens.digest(token) for token, _, _ in presented],
             'clients': [client for _, client, _ in presented],
             'uids': [uid.strip().lower() for _, _, uid in presented],
+            'uid': confirmed['previous_email'],
             'idle_seconds': config.idle_seconds,
         },
     ).fetchone()

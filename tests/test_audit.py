@@ -13,6 +13,7 @@ import pytest
 
 import db
 from services import audit
+from services import passwords
 from tests.support import ROOT
 from tests.support.database import ADMIN_URL
 from tests.support.database import database_url_for
@@ -123,6 +124,28 @@ def test_known_and_unknown_addresses_fail_through_the_same_statement(
     finally:
         audit.record_sign_in_failure = original
     assert len(statements) == 2 and statements[0] == statements[1]
+
+
+def test_known_and_unknown_addresses_cost_one_password_check_each(
+    testapp, make_user, monkeypatch
+):
+    """Timing tells nothing: an address nobody has is checked against a hash of the
+    same cost as a user's own."""
+    checked = []
+    original = passwords.check_password
+
+    def spy(password, hashed):
+        checked.append(hashed)
+        return original(password, hashed)
+
+    monkeypatch.setattr(passwords, 'check_password', spy)
+    user = make_user()
+    sign_in(testapp, user.email, 'wrong password', status=401)
+    sign_in(testapp, unique_email('nobody'), 'wrong password', status=401)
+    assert len(checked) == 2
+    assert [hashed.split('$')[2] for hashed in checked] == [
+        checked[0].split('$')[2]
+    ] * 2
 
 
 def test_credential_and_account_events(testapp, admin, make_user, conn):

@@ -14,6 +14,9 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import RESET_REQUESTED
+from tests.test_credentials import INVALID_LOGIN
+from tests.test_mfa import Authenticator
+from tests.test_mfa import enable
 from tests.test_suspension import interleave
 from tests.test_suspension import sessions_of
 from tests.test_suspension import signing_in
@@ -287,6 +290,59 @@ def test_a_token_created_while_a_password_reset_commits_dies_with_it(
     # The reset ended the session: the 401 of a revoked credential.
     assert created.status == 401, created.json
     assert _personal_tokens_of(conn, owner) == 0
+
+
+def test_a_reset_committing_during_a_sign_in_leaves_the_old_password_no_challenge(
+    service, testapp, make_user, conn, direct_database_url
+):
+    """An MFA user's sign-in has checked the old password and waits for the user's row,
+    which a reset of that user took first; the reset commits a new password. The
+    second step's challenge would be issued after the reset voided every other one:
+    the sign-in is the 401 of a wrong password instead."""
+    user = make_user()
+    enable(testapp, user)
+    resetting = _resetting(service, conn, user)
+    was_reset, signed_in = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (user.id,)),
+        (resetting, 'The user row of a one-time link'),
+        (signing_in(service, user), 'Serialises token issuance'),
+    )
+    assert was_reset.status == 206
+    assert (signed_in.status, signed_in.json) == (401, INVALID_LOGIN)
+
+
+def test_mfa_turned_on_during_a_sign_in_leaves_it_no_session(
+    service, testapp, make_user, conn, direct_database_url
+):
+    """A sign-in has checked the password, found MFA off and waits for the user's row,
+    which the user's own MFA verification took first; MFA comes on. The session would
+    skip the second factor (SPEC 12): the sign-in is refused instead."""
+    user = make_user()
+    started = testapp.post_json(
+        '/api/v1/profile/mfa', {'password': user.password}, headers=user.headers
+    ).json
+    app = Authenticator(started['provisioning_url'])
+
+    def verifying():
+        return http(
+            'POST',
+            service + '/api/v1/profile/mfa/verify',
+            {'otp_code': app.code(-1)},
+            headers=user.headers,
+        )
+
+    verified, signed_in = interleave(
+        direct_database_url,
+        conn,
+        ('SELECT id FROM users WHERE id = %s FOR UPDATE', (user.id,)),
+        (verifying, 'Every check of a code holds this lock'),
+        (signing_in(service, user), 'Serialises token issuance'),
+    )
+    assert verified.status == 200 and verified.json['enabled'] is True
+    assert (signed_in.status, signed_in.json) == (401, INVALID_LOGIN)
+    assert sessions_of(conn, user) == 1
 
 
 def test_an_administrator_ending_sessions_and_a_sign_in_of_that_member_both_complete(

@@ -81,6 +81,15 @@ def test_ten_wrong_passwords_anywhere_then_every_password_check_is_refused(
         '/auth/sign_in', {'email': user.email, 'password': user.password}, status=429
     )
     assert 1 <= int(answer.headers['Retry-After']) <= 15 * 60
+    # A refused sign-in is a failed one (SPEC 14).
+    assert [
+        row['details']['reason']
+        for row in conn.execute(
+            'SELECT details FROM audit_events WHERE subject_id = %s'
+            " AND event = 'sign_in_failed' ORDER BY id",
+            (user.id,),
+        )
+    ] == ['password'] * 4 + ['rate_limited']
     testapp.put_json(
         '/api/v1/profile',
         password_change(user, user.password),

@@ -247,6 +247,45 @@ def test_the_dashboards_session_cookie_of_the_user_mails_no_notice(
     assert mailed == ['Confirmation Instructions']
 
 
+def moved_before_confirming(testapp, base_env, inbox):
+    """Signed up with one address, moved to another before confirming either: the
+    sign-up, both addresses, and the new one's confirmation token."""
+    first, address = unique_email('first'), unique_email('ada')
+    signup = sign_up(testapp, first)
+    testapp.put_json(
+        '/api/v1/profile',
+        {'profile': {'email': address}},
+        headers=token_headers(signup),
+    )
+    deliver(base_env, inbox.port)
+    token = received(inbox, address, 'Confirm your new email address').link(
+        '/app/auth/confirmation', 'confirmation_token'
+    )[1]
+    return signup, first, address, token
+
+
+@pytest.mark.parametrize('carried', ['token headers', 'cookie'])
+def test_the_sign_ups_own_session_confirming_a_new_address_mails_no_notice(
+    testapp, base_env, inbox, carried
+):
+    """Moved to another address before confirming any: the sign-up's session carries
+    the first address as its uid until the confirmation commits."""
+    signup, _, address, token = moved_before_confirming(testapp, base_env, inbox)
+    headers = (
+        token_headers(signup)
+        if carried == 'token headers'
+        else {'Cookie': session_cookie(signup)}
+    )
+
+    answer = testapp.post_json(
+        '/auth/confirmation', {'confirmation_token': token}, headers=headers
+    )
+
+    assert answer.json['data']['email'] == address
+    deliver(base_env, inbox.port)
+    assert subjects(inbox, address) == ['Confirm your new email address']
+
+
 @pytest.mark.parametrize(
     'session',
     [
@@ -371,17 +410,7 @@ def test_the_first_confirmation_of_a_new_address_before_any_mails_the_notice(
     """Signed up with one address, never confirmed, moved to another: confirming that
     one is still the user's first, and the password was chosen before either was
     proven."""
-    first, address = unique_email('first'), unique_email('ada')
-    signup = sign_up(testapp, first)
-    testapp.put_json(
-        '/api/v1/profile',
-        {'profile': {'email': address}},
-        headers=token_headers(signup),
-    )
-    deliver(base_env, inbox.port)
-    token = received(inbox, address, 'Confirm your new email address').link(
-        '/app/auth/confirmation', 'confirmation_token'
-    )[1]
+    _, first, address, token = moved_before_confirming(testapp, base_env, inbox)
 
     testapp.post_json('/auth/confirmation', {'confirmation_token': token})
 

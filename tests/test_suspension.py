@@ -425,6 +425,10 @@ def test_the_second_step_of_a_locked_out_member_signs_nobody_in(
         ).fetchone()['n']
         == 0
     )
+    # A failed sign-in (SPEC 14), though the step itself is rolled back.
+    assert [row['details'] for row in events(conn, member.id, 'sign_in_failed')] == [
+        {'reason': 'suspended'}
+    ]
 
 
 def test_a_password_reset_does_not_let_a_locked_out_member_in(

@@ -4,7 +4,8 @@
 -- any other address went stale with a later e-mail change. No row: no usable token; a row
 -- without user_id: nothing was confirmed, and already_confirmed says whether that is why.
 -- The final SELECT sees users as they were before the UPDATE: first_confirmation, the user
--- had no proven address until now (SPEC 3.4 rule 1's notice).
+-- had no proven address until now (SPEC 3.4 rule 1's notice); previous_email, the uid the
+-- user's sessions carry until this commits (confirming a pending address changes it).
 WITH taken AS (
     DELETE FROM one_time_tokens
      WHERE token_digest = %(token_digest)s
@@ -24,7 +25,7 @@ WITH taken AS (
 )
 SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NULL) AS already_confirmed,
        u.unconfirmed_email IS NOT DISTINCT FROM t.email AS changed_address,
-       u.confirmed_at IS NULL AS first_confirmation
+       u.confirmed_at IS NULL AS first_confirmation, u.email AS previous_email
   FROM taken t
   JOIN users u ON u.id = t.user_id
   LEFT JOIN confirmed c ON c.id = t.user_id;
@@ -33,7 +34,8 @@ SELECT c.id AS user_id, c.email, (u.email = t.email AND u.confirmed_at IS NOT NU
 -- For the notice of a user's first confirmation (SPEC 3.4 rule 1), read before that
 -- confirmation's credential change ends every session: carries_session, whether the request
 -- presents a live session of this user (a token with its client and uid, neither expired nor
--- idle: what middleware/auth.py accepts), and when and from where the account was signed up.
+-- idle: what middleware/auth.py accepted before this confirmation, so %(uid)s is the address
+-- before it), and when and from where the account was signed up.
 -- The sign-up's session was opened in the sign-up's transaction (the same created_at); an
 -- unconfirmed user cannot sign in, so it is the only one, unless it has ended (then the
 -- place is unknown).
@@ -44,7 +46,7 @@ SELECT u.id, u.name, u.email, u.created_at AS signed_up_at,
                       AS presented (digest, client, uid)
                    ON t.token_digest = presented.digest AND t.client = presented.client
                 WHERE t.user_id = u.id
-                  AND presented.uid = u.email
+                  AND presented.uid = %(uid)s
                   AND t.expires_at > now()
                   AND t.last_used_at > now() - make_interval(secs => %(idle_seconds)s))
        AS carries_session,
