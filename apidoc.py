@@ -20,6 +20,7 @@ from config import VERSION
 from middleware.auth import access_level
 from middleware.auth import scope_for
 from middleware.auth import SCOPED_LEVELS
+from middleware.routing import PathId
 from tokens import TOKEN_HEADERS
 
 OPENAPI_PATH = '/api/v1/openapi.json'
@@ -439,8 +440,7 @@ may add fields: a client that validates responses should allow unknown propertie
 # Relative: the document is served by the API it describes, at its root.
 SERVERS = [{'url': '/', 'description': 'The server that serves this document.'}]
 
-_FIELD = re.compile(r'\{(\w+)(?::(\w+)(?:\(([^)]*)\))?)?\}')
-_LIMITS = {'min': 'minimum', 'max': 'maximum'}
+_FIELD = re.compile(r'\{(\w+)(?::(\w+))?\}')
 _COMPONENTS = '#/components/schemas/'
 # What a schema file says about itself rather than about a value.
 _FILE_KEYWORDS = ('$schema', '$id', '$defs', '$comment', 'title', 'description')
@@ -571,15 +571,12 @@ def prose(resource, method):
 
 
 def _path(template):
-    """Falcon's ``{account_id:int(min=1)}`` -> ``{account_id}`` and its parameter."""
+    """``{account_id:id}`` -> ``{account_id}`` and its parameter."""
     parameters = []
-    for name, converter, args in _FIELD.findall(template):
+    for name, converter in _FIELD.findall(template):
         schema = {'type': 'string'}
-        if converter == 'int':
-            schema = {'type': 'integer'}
-            for arg in filter(None, args.split(',')):
-                key, _, value = arg.partition('=')
-                schema[_LIMITS[key.strip()]] = int(value)
+        if converter == 'id':
+            schema = {'type': 'integer', 'minimum': 1, 'maximum': PathId.MAXIMUM}
         parameters.append(
             {'name': name, 'in': 'path', 'required': True, 'schema': schema}
         )

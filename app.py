@@ -30,6 +30,7 @@ from middleware.rate_limit import RateLimit
 from middleware.request_facts import GatherRequestFacts
 from middleware.request_id import RequestId
 from middleware.routing import FORMAT_SUFFIX
+from middleware.routing import PathId
 from middleware.routing import RailsPaths
 from middleware.validation import JSONSchemaValidation
 from resources import access_tokens
@@ -48,9 +49,7 @@ from resources import sessions
 from services import passwords
 from validators import load_validators
 
-ACCOUNT = '/api/v1/accounts/{account_id:int(min=1)}'
-# Ids past PostgreSQL's bigint are unknown ids (404), not an error.
-ID = 'int(min=1,max=9223372036854775807)'
+ACCOUNT = '/api/v1/accounts/{account_id:id}'
 
 
 def routes(pool, queries, config, validators):
@@ -99,7 +98,7 @@ def routes(pool, queries, config, validators):
             sessions.ProfileSessionCollection(pool, queries, config),
         ),
         (
-            f'/api/v1/profile/sessions/{{session_id:{ID}}}',
+            '/api/v1/profile/sessions/{session_id:id}',
             sessions.ProfileSessionItem(pool, queries),
         ),
         (
@@ -111,7 +110,7 @@ def routes(pool, queries, config, validators):
             access_tokens.PersonalAccessTokenCollection(pool, queries, config),
         ),
         (
-            f'/api/v1/profile/access_tokens/{{token_id:{ID}}}',
+            '/api/v1/profile/access_tokens/{token_id:id}',
             access_tokens.PersonalAccessTokenItem(pool, queries, config),
         ),
         (
@@ -119,21 +118,21 @@ def routes(pool, queries, config, validators):
             access_tokens.AccountPersonalAccessTokens(pool, queries),
         ),
         (
-            ACCOUNT + f'/access_tokens/{{token_id:{ID}}}',
+            ACCOUNT + '/access_tokens/{token_id:id}',
             access_tokens.AccountPersonalAccessTokenItem(pool, queries, config),
         ),
         (ACCOUNT + '/audit_events', audit_events.AccountAuditEvents(pool, queries)),
         (
-            ACCOUNT + f'/agents/{{user_id:{ID}}}/sessions',
+            ACCOUNT + '/agents/{user_id:id}/sessions',
             sessions.MemberSessions(pool, queries, config),
         ),
         (ACCOUNT + '/agents', members.AgentCollection(pool, queries, config)),
         (
-            ACCOUNT + f'/agents/{{user_id:{ID}}}/suspend',
+            ACCOUNT + '/agents/{user_id:id}/suspend',
             members.MemberStatus(pool, queries, config, 'suspended'),
         ),
         (
-            ACCOUNT + f'/agents/{{user_id:{ID}}}/reactivate',
+            ACCOUNT + '/agents/{user_id:id}/reactivate',
             members.MemberStatus(pool, queries, config, 'active'),
         ),
         ('/api/v1/profile/mfa', mfa.MFA(pool, queries, config)),
@@ -296,6 +295,7 @@ def create_app(config=None, pool=None):
         {falcon.MEDIA_JSON: json_handler, JSON: json_handler}
     )
     app.req_options.strip_url_path_trailing_slash = True
+    app.router_options.converters['id'] = PathId
     errors.install(app)
     for template, resource in route_table:
         app.add_route(template, resource)

@@ -26,12 +26,15 @@ class JSONHandler(falcon.media.BaseHandler):
         data = stream.read(self.limit + 1)
         if len(data) > self.limit:
             raise too_large(self.limit)
-        if not data.strip():
+        # No body is no body; a body of whitespace is not JSON (SPEC 0), as in Rails.
+        if not data:
             raise falcon.MediaNotFoundError('JSON')
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as ex:
-            raise errors.BadRequest(f'Malformed JSON: {ex.msg}') from None
+            raise errors.BadRequest(
+                f'Malformed JSON: {_what_is_wrong(data, ex)}'
+            ) from None
         # Only a body with that many brackets can be that deep: the usual one is not
         # walked.
         if data.count(b'[') + data.count(b'{') > MAX_DEPTH and _depth(doc) > MAX_DEPTH:
@@ -45,6 +48,17 @@ class JSONHandler(falcon.media.BaseHandler):
 
     def serialize(self, media, content_type):
         return orjson.dumps(media)
+
+
+def _what_is_wrong(data, ex):
+    """The parser's account of a syntax error, in the API's words for bytes that are
+    not UTF-8 (orjson calls those a ``str`` with "surrogates") and for whitespace
+    alone (to orjson, "input data is empty")."""
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError:
+        return 'not UTF-8'
+    return ex.msg if data.strip() else 'only whitespace, no value'
 
 
 def _children(value):

@@ -18,6 +18,8 @@ NO_IDLE_TIMEOUT_SECONDS = 100 * 365 * 86400
 # Issue 11: where scripts/run's embedded database and development mail live.
 ROOT = pathlib.Path(__file__).resolve().parent
 EMBEDDED_DATABASE_URL_FILE = ROOT / 'var' / 'run' / 'database_url'
+# The embedded database's migration role (SPEC 3.4), for migrate and prune.
+EMBEDDED_MIGRATE_DATABASE_URL_FILE = ROOT / 'var' / 'run' / 'migrate_database_url'
 MAIL_DELIVERIES = ('smtp', 'file')
 LOG_FORMATS = ('text', 'json')
 
@@ -206,10 +208,12 @@ def _choice(env, name, choices):
     return value
 
 
-def embedded_database_url():
-    """The URL scripts/run wrote for its embedded database, or None (issue 11)."""
+def embedded_database_url(path=EMBEDDED_DATABASE_URL_FILE):
+    """A URL scripts/run wrote for its embedded database, or None (issue 11): the
+    application role's, or with EMBEDDED_MIGRATE_DATABASE_URL_FILE the migration
+    role's."""
     try:
-        return EMBEDDED_DATABASE_URL_FILE.read_text().strip() or None
+        return path.read_text().strip() or None
     except OSError:
         return None
 
@@ -246,12 +250,14 @@ def load(env=None):
     """Build the Config from ``env`` (default: os.environ) or raise ConfigError.
 
     Without DATABASE_URL in os.environ, the embedded database of scripts/run is used
-    when there is one, so operator commands need no setup (SPEC 10).
+    when there is one, so operator commands need no setup (SPEC 10), with its migration
+    role as MIGRATE_DATABASE_URL.
     """
     from_os = env is None
     env = os.environ if env is None else env
+    embedded = from_os and not env.get('DATABASE_URL')
     database_url = env.get('DATABASE_URL') or (
-        embedded_database_url() if from_os else None
+        embedded_database_url() if embedded else None
     )
     if not database_url:
         raise ConfigError(
@@ -326,7 +332,12 @@ def load(env=None):
         prepared_statements=_bool(
             env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'
         ),
-        migrate_database_url=env.get('MIGRATE_DATABASE_URL') or None,
+        migrate_database_url=env.get('MIGRATE_DATABASE_URL')
+        or (
+            embedded_database_url(EMBEDDED_MIGRATE_DATABASE_URL_FILE)
+            if embedded
+            else None
+        ),
         # Issue 11.
         mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),
         mail_dir=mail_dir(env),

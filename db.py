@@ -427,6 +427,14 @@ def migrate(conninfo, directory=MIGRATIONS_DIR, target=None):
     return applied_now
 
 
+def grant_app_role(conninfo, role):
+    """Give ``role``, the application's (DATABASE_URL's), the rows of the service's
+    tables and nothing more (SPEC 3.4, migration 0019); ``conninfo`` is the migration
+    role's. Idempotent."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(load_queries()['roles.grant_app_role'], {'role': role})
+
+
 def _check_session(conn, holder):
     """Stop unless this transaction runs in the server session that holds the lock."""
     if conn.execute('SELECT pg_backend_pid()').fetchone()[0] != holder:

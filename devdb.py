@@ -10,15 +10,18 @@ no other local user can reach the cluster (SPEC 10):
   reach the socket. No parent directory is touched. scripts/run as root makes it 0750
   with the group of the user that serves the app (``frontdesk``), see Cluster.admit;
 - local connections use peer authentication, mapped in pg_ident.conf so that exactly
-  the cluster's user and the user who made it (and scripts/run's app user, as root)
-  sign in as the superuser ``postgres``;
+  the cluster's user and the user who made it sign in as the superuser ``postgres``
+  (the role migrations run as), and the user who made it and scripts/run's app user
+  (as root) as ``frontdesk_app``, the application's role, which owns nothing and may
+  only read and write rows (SPEC 3.4; ``manage.py migrate --app-role`` grants them);
 - TCP, only when a port is asked for (the test clusters), listens on 127.0.0.1 with
   scram-sha-256 and a random password that is never written to disk.
 
 Command line (used by scripts/run and scripts/test):
   devdb.py embedded-start ROOT [APP_USER]
-                                  start ROOT's embedded cluster, print its URL
-                                  (APP_USER: also admit that OS user, see Cluster.admit)
+                                  start ROOT's embedded cluster, print the URL of
+                                  its application role (APP_USER: also admit that
+                                  OS user, see Cluster.admit)
   devdb.py embedded-stop ROOT     stop it (data kept)
   devdb.py test-run -- CMD...     run CMD with TEST_DATABASE_URL on a throwaway cluster
 """
@@ -38,6 +41,9 @@ import tempfile
 import urllib.parse
 
 SUPERUSER = 'postgres'
+# The embedded database's application role (SPEC 3.4): gunicorn and the mail worker
+# sign in as it; scripts/run passes it to manage.py migrate --app-role.
+APP_ROLE = 'frontdesk_app'
 IDENT_MAP = 'owners'
 
 
@@ -80,13 +86,15 @@ class Cluster:
     def initialised(self):
         return (self.data / 'PG_VERSION').exists()
 
-    def url(self, dbname='postgres'):
+    def url(self, dbname='postgres', user=SUPERUSER):
         if self.port:
             return (
                 f'postgresql://{SUPERUSER}:{urllib.parse.quote(self.password)}@127.0.0.1:{self.port}'
                 f'/{dbname}'
             )
-        return f'postgresql://{SUPERUSER}@/{dbname}?host={urllib.parse.quote(str(self.home))}'
+        return (
+            f'postgresql://{user}@/{dbname}?host={urllib.parse.quote(str(self.home))}'
+        )
 
     def _run(self, tool, *args):
         result = subprocess.run(
@@ -146,8 +154,24 @@ class Cluster:
             )
         )
 
+    def map_ident(self, user, role, unmap=()):
+        """Let the OS user ``user`` sign in as ``role`` through the socket, and no
+        longer as any role of ``unmap``; reloads a running server when that changed."""
+        ident = self.data / 'pg_ident.conf'
+        lines = ident.read_text().splitlines()
+        gone = {f'{IDENT_MAP} {user} {old}' for old in unmap}
+        kept = [line for line in lines if line not in gone]
+        line = f'{IDENT_MAP} {user} {role}'
+        wanted = kept if line in kept else [*kept, line]
+        if wanted != lines:
+            # Written in place: the file keeps its owner and mode (0600).
+            ident.write_text(''.join(f'{entry}\n' for entry in wanted))
+            if self.running():
+                self._run('pg_ctl', 'reload', '-D', str(self.data))
+
     def admit(self, user):
-        """Let the OS user ``user`` sign in as the superuser too, through the socket.
+        """Let the OS user ``user`` sign in as the application role (only), through
+        the socket.
 
         Issue 17: scripts/run started as root serves as an unprivileged user, which
         must reach this cluster. The simplest safe way: its line in the ident map (added
@@ -155,16 +179,10 @@ class Cluster:
         user's own group, so it can enter it and reach the socket. data/ stays 0700 and
         the log 0600 (the server's), and no other local user gains anything. Not chosen:
         a second socket directory elsewhere (one more path to create, own and clean up)
-        and TCP (a password on disk).
+        and TCP (a password on disk). SPEC 3.4: the line maps it to APP_ROLE, never to
+        the superuser (a cluster of an older scripts/run loses that line).
         """
-        ident = self.data / 'pg_ident.conf'
-        lines = ident.read_text().splitlines()
-        line = f'{IDENT_MAP} {user} {SUPERUSER}'
-        if line not in lines:
-            # Written in place: the file keeps its owner and mode (0600).
-            ident.write_text(''.join(f'{kept}\n' for kept in [*lines, line]))
-            if self.running():
-                self._run('pg_ctl', 'reload', '-D', str(self.data))
+        self.map_ident(user, APP_ROLE, unmap=[SUPERUSER])
         os.chown(self.home, -1, pwd.getpwnam(user).pw_gid)
         os.chmod(self.home, 0o750)
 
@@ -260,8 +278,10 @@ def embedded_home(root):
 
 
 def embedded_start(root, app_user=None):
-    """Start ROOT's embedded cluster (made on first use), create database frontdesk,
-    write its URL to ROOT/var/run/database_url (read by config.py) and return it.
+    """Start ROOT's embedded cluster (made on first use), create database frontdesk
+    and the role APP_ROLE, write their URLs to ROOT/var/run (database_url: the
+    application role's; migrate_database_url: the superuser's, which migrations run as;
+    both read by config.py) and return the first.
 
     ``app_user``: the OS user that serves the app (scripts/run as root), admitted too.
     """
@@ -281,6 +301,8 @@ def embedded_start(root, app_user=None):
             file=sys.stderr,
         )
         cluster.create()
+    # The user who runs scripts/run: operator commands (manage.py) as APP_ROLE too.
+    cluster.map_ident(pwd.getpwuid(os.getuid()).pw_name, APP_ROLE)
     if app_user:
         cluster.admit(app_user)
     if not cluster.running():
@@ -290,10 +312,15 @@ def embedded_start(root, app_user=None):
             "SELECT 1 FROM pg_database WHERE datname = 'frontdesk'"
         ).fetchone():
             conn.execute('CREATE DATABASE frontdesk')
-    url = cluster.url('frontdesk')
+        if not conn.execute(
+            'SELECT 1 FROM pg_roles WHERE rolname = %s', (APP_ROLE,)
+        ).fetchone():
+            conn.execute(f'CREATE ROLE {APP_ROLE} LOGIN')
+    url = cluster.url('frontdesk', APP_ROLE)
     run_dir = pathlib.Path(root) / 'var' / 'run'
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / 'database_url').write_text(url + '\n')
+    (run_dir / 'migrate_database_url').write_text(cluster.url('frontdesk') + '\n')
     return url
 
 

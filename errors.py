@@ -129,6 +129,16 @@ class MembershipSuspended(APIError):
         super().__init__(falcon.HTTP_403, MEMBERSHIP_SUSPENDED_BODY)
 
 
+class SessionsLimitReached(APIError):
+    """A browser's password sign-in at MAX_USER_SESSIONS (SPEC 13): ``sessions`` is the
+    list to pick from, for ``revoke_session_id`` or ``revoke_all_sessions``."""
+
+    def __init__(self, sessions):
+        super().__init__(
+            falcon.HTTP_409, {'sessions_limit_reached': True, 'sessions': sessions}
+        )
+
+
 class AccountSuspended(APIError):
     """A sign-in (or a link that would sign in) of a user whose every membership is
     suspended (SPEC 18)."""

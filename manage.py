@@ -39,11 +39,21 @@ def cmd_migrate(config, args):
         return migration_status(url)
     try:
         applied = db.migrate(url)
+        if args.app_role:
+            db.grant_app_role(url, args.app_role)
     except db.MigrationRefused as ex:
         sys.exit(f'manage.py migrate: {ex}')
+    except psycopg.errors.RaiseException as ex:
+        sys.exit(f'manage.py migrate: {ex.diag.message_primary}')
+    except psycopg.errors.UndefinedObject as ex:
+        sys.exit(f'manage.py migrate --app-role: {ex.diag.message_primary}')
     print(
         f'applied {len(applied)} migration(s): {", ".join(applied) or "none pending"}'
     )
+    if args.app_role:
+        print(
+            f'{args.app_role} may read and write the rows of the tables, nothing more'
+        )
 
 
 def migration_status(url):
@@ -169,8 +179,8 @@ def cmd_deliver_mail(config, args):
 def cmd_prune(config, args):
     """Delete audit events older than AUDIT_RETENTION_DAYS.
 
-    Only the owner of audit_events may delete from it (docs/security.md): run this with
-    the owner's connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
+    Only the migration role may (prune_audit_events, migration 0019): run this with its
+    connection, MIGRATE_DATABASE_URL when set (the one migrations use), else
     DATABASE_URL.
     """
     url = config.migrate_database_url or config.database_url
@@ -178,17 +188,17 @@ def cmd_prune(config, args):
         url, row_factory=dict_row, autocommit=True, **db.session_options(config)
     ) as conn:
         try:
-            cursor = conn.execute(
+            deleted = conn.execute(
                 db.load_queries()['audit.prune'],
                 {'retention_days': config.audit_retention_days},
-            )
+            ).fetchone()['deleted']
         except psycopg.errors.InsufficientPrivilege:
             sys.exit(
                 'prune: this role may not delete audit events; run it as the owner of '
-                'audit_events (the role migrations run as)'
+                'audit_events (the role migrations run as, MIGRATE_DATABASE_URL)'
             )
     print(
-        f'prune: {cursor.rowcount} audit event(s) older than '
+        f'prune: {deleted} audit event(s) older than '
         f'{config.audit_retention_days} days deleted'
     )
 
@@ -233,6 +243,12 @@ def parser():
         '--status',
         action='store_true',
         help='list applied (with the time) and pending migrations; change nothing',
+    )
+    migrate.add_argument(
+        '--app-role',
+        metavar='ROLE',
+        help="then give ROLE, the service's own (DATABASE_URL's), the rows of the "
+        'tables and nothing more (docs/operations.md, "Database roles")',
     )
     migrate.set_defaults(run=cmd_migrate)
 

@@ -131,7 +131,7 @@ def main():
     parser.add_argument(
         '--only',
         help=(
-            'comma-separated endpoints (with --budget, --against: budget ones): '
+            'comma-separated endpoints (with --budget: budget ones): '
             + ','.join(name for name, _, _ in ENDPOINTS)
         ),
     )

@@ -1,4 +1,5 @@
-"""--against REV: the hot endpoints of this checkout and of revision REV, in one run.
+"""--against REV: the hot endpoints (or those --only names) of this checkout and of
+revision REV, in one run.
 
 A --budget run moves by a few per cent with the machine's other load, which hides the
 cost of one change. Here two gunicorn servers, this checkout's and REV's, run on one
@@ -73,7 +74,8 @@ def _turn(srv, args, name, runs):
 
 def run_against(args, password_hash):
     """(report lines, no endpoint more than LIMIT costlier than in ``args.against``)."""
-    names = budget_names(args)
+    # Any endpoint --only names (sign-in, say), else the budget's.
+    names = args.only.split(',') if args.only else budget_names(args)
     runs = {'base': [], 'this': []}
     with checkout(args.against) as tree:
         if _migrations(tree) != _migrations(ROOT):

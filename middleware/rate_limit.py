@@ -4,9 +4,9 @@ workers and hosts.
 A resource declares ``rate_limits = {'POST': (('ip', 5, 300), ('email', 10, 900))}``:
 at most N requests per key per window of S seconds, keyed by the client address
 (``req.context.client_ip``: X-Real-IP from a trusted proxy, else the peer; an IPv6
-client by its /64, see ``address_key``), by the normalised ``email`` of the body, by
-the digest of the body's ``mfa_token`` (the second sign-in step), or by the signed-in
-``user``. A rule whose key the request lacks is skipped.
+client by its /64, see ``services.audit.address_key``), by the normalised ``email`` of
+the body, by the digest of the body's ``mfa_token`` (the second sign-in step), or by
+the signed-in ``user``. A rule whose key the request lacks is skipped.
 
 A fourth element names what must be set in ``req.context`` for the rule to count, a
 dotted path into it for a field of the parsed body, ``!`` in front for what must not
@@ -17,28 +17,9 @@ Fixed windows: simple, one statement per request, and at worst twice the limit a
 window boundary.
 """
 
-import ipaddress
-
 import errors
+from services.audit import address_key
 import tokens
-
-
-def address_key(address):
-    """The bucket of a client address: an IPv6 client is keyed by its /64.
-
-    One subscriber usually holds a whole /64, so a per-address limit would be a
-    per-request one. Every spelling of an address gives the same key, and an
-    IPv4-mapped IPv6 address (``::ffff:192.0.2.1``) is its IPv4 address.
-    """
-    try:
-        ip = ipaddress.ip_address(address.split('%', 1)[0])
-    except ValueError:
-        return 'unknown'
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.version == 4:
-        return str(ip)
-    return str(ipaddress.IPv6Network((ip, 64), strict=False))
 
 
 class RateLimit:

@@ -5,7 +5,6 @@ import urllib.parse
 import falcon
 import orjson
 
-from services import profiles
 import tokens
 
 JSON = 'application/json; charset=utf-8'
@@ -29,20 +28,17 @@ def send_json_text(resp, text, key=None):
     resp.status = falcon.HTTP_200
 
 
-def send_signed_in(resp, conn, queries, config, user_id, session, uid):
-    """200 ``{"data": <user>}`` with the five headers of the token just issued."""
-    doc = profiles.document(conn, queries, config, user_id)
-    token, client, expires_at = session
-    tokens.set_headers(resp, token, client, expires_at, uid)
-    send_json_text(resp, doc, key='data')
-
-
-def send_challenge(resp, challenge):
-    """206: a second factor or an enrolment before any session (SPEC 12); no token
-    headers."""
-    resp.status = falcon.HTTP_206
-    resp.media = challenge
-    resp.cache_control = ['no-store']
+def send_outcome(resp, outcome):
+    """Answer a way in (services/sign_in.py): 200 ``{"data": <user>}`` with the five
+    headers of the session, or 206 and the challenge, no token headers (SPEC 12)."""
+    if outcome.challenge is None:
+        token, client, expires_at = outcome.session
+        tokens.set_headers(resp, token, client, expires_at, outcome.uid)
+        send_json_text(resp, outcome.document, key='data')
+    else:
+        resp.status = falcon.HTTP_206
+        resp.media = outcome.challenge
+        resp.cache_control = ['no-store']
 
 
 def presented_sessions(req):

@@ -10,6 +10,7 @@ import falcon
 
 import errors
 from resources import send_json_text
+from services import memberships
 from services import personal_tokens
 
 
@@ -140,6 +141,9 @@ class AccountPersonalAccessTokenItem:
         headers only.
         """
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, req.context.caller.id
+            )
             if not personal_tokens.revoke_for_account(
                 conn,
                 self._queries,

@@ -5,25 +5,17 @@ from psycopg.types.json import Jsonb
 import db
 import errors
 from resources import send_json_text
-from services import addresses
+from resources import send_outcome
 from services import audit
-from services import captcha
 from services import memberships
-from services import passwords
 from services import profiles
+from services import sign_in
 from services import users
-import tokens
 
-INVALID_PARAMS = 'Invalid, please check the signup parameters and try again'
 CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
 ENFORCE_MFA_NEEDS_MFA = (
     'Enforce mfa needs two-factor sign-in turned on for yourself first'
 )
-
-
-def _text(doc, key):
-    value = doc.get(key)
-    return value.strip() if isinstance(value, str) else ''
 
 
 def _send_account(resp, doc):
@@ -62,61 +54,23 @@ class AccountCollection:
         """
         doc, caller = req.context.doc, req.context.caller
         if not isinstance(doc, dict):
-            raise errors.Forbidden(INVALID_PARAMS)
+            raise errors.Forbidden(users.INVALID_PARAMS)
         if caller is not None:
             return self._add_account(req, resp, doc, caller)
-        if not all(
-            _text(doc, key) for key in ('account_name', 'email', 'user_full_name')
-        ):
-            raise errors.Forbidden(INVALID_PARAMS)
-        if not addresses.is_valid(doc['email']):
-            raise errors.Forbidden('You have entered an invalid email')
-        email = addresses.normalise(doc['email'])
-        captcha.verify(
-            self._config, doc.get('h_captcha_client_response'), req.context.client_ip
-        )
-        with self._pool.connection() as conn:
-            taken = conn.execute(
-                self._queries['users.email_taken'], {'email': email}
-            ).fetchone()['taken']
-        if taken:
-            raise errors.Forbidden(
-                f'You have already signed up for an account with {email}'
-            )
-        self._validate(doc)
-        found = passwords.problem(
+        outcome = sign_in.sign_up(
+            self._pool,
+            self._queries,
             self._config,
-            doc['password'],
-            email=email,
-            name=_text(doc, 'user_full_name'),
+            self._validate,
+            doc,
+            req.context.facts,
+            req.context.client_ip,
         )
-        if found:
-            raise errors.Unprocessable([found])
-        hashed = passwords.hash_password(doc['password'], self._config.bcrypt_rounds)
-        try:
-            with self._pool.connection() as conn:
-                user_id, token, client, expires_at = users.sign_up(
-                    conn,
-                    self._queries,
-                    self._config,
-                    account_name=_text(doc, 'account_name'),
-                    locale=doc.get('locale') or 'en',
-                    name=_text(doc, 'user_full_name'),
-                    email=email,
-                    encrypted_password=hashed,
-                    facts=req.context.facts,
-                )
-                user_doc = profiles.document(conn, self._queries, self._config, user_id)
-        except users.EmailTaken:
-            raise errors.Forbidden(
-                f'You have already signed up for an account with {email}'
-            ) from None
-        tokens.set_headers(resp, token, client, expires_at, email)
-        send_json_text(resp, user_doc, key='data')
+        send_outcome(resp, outcome)
 
     def _add_account(self, req, resp, doc, caller):
-        if not _text(doc, 'account_name'):
-            raise errors.Forbidden(INVALID_PARAMS)
+        if not users.text(doc, 'account_name'):
+            raise errors.Forbidden(users.INVALID_PARAMS)
         self._validate(
             {key: doc[key] for key in ('account_name', 'locale') if key in doc}
         )
@@ -126,7 +80,7 @@ class AccountCollection:
                     conn,
                     self._queries,
                     user_id=caller.id,
-                    account_name=_text(doc, 'account_name'),
+                    account_name=users.text(doc, 'account_name'),
                     locale=doc.get('locale') or 'en',
                     stamp_active=True,
                 )
@@ -156,7 +110,6 @@ class AccountItem:
             'account_document', queries['accounts.document'], config
         )
         self._update_sql = queries['accounts.update']
-        self._still_administrator_sql = queries['memberships.still_administrator']
         self._fields = tuple(validators['account_update'].schema['properties'])
 
     def on_get(self, req, resp, account_id):
@@ -185,20 +138,12 @@ class AccountItem:
         if patch.get('enforce_mfa') is True and not req.context.caller.mfa_enabled:
             raise errors.Unprocessable.field('enforce_mfa', ENFORCE_MFA_NEEDS_MFA)
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, req.context.caller.id
+            )
             row = conn.execute(
                 self._update_sql, {'account_id': account_id, 'patch': Jsonb(patch)}
             ).fetchone()
-            # The access rules saw an active administrator before the UPDATE waited for
-            # the account row, which a suspension takes first: one of the caller that
-            # committed meanwhile undoes the change (SPEC 18).
-            if (
-                row is not None
-                and not conn.execute(
-                    self._still_administrator_sql,
-                    {'account_id': account_id, 'user_id': req.context.caller.id},
-                ).fetchone()['administrator']
-            ):
-                raise errors.MembershipSuspended()
             if row is not None and patch:
                 # The fields, never their values (SPEC 14).
                 audit.record(

@@ -5,43 +5,19 @@ Using a confirmation, reset or revert link is a credential change (SPEC 3.3): it
 no sign-in token but the one it issues.
 """
 
-import errors
 from resources import presented_sessions
-from resources import send_challenge
-from resources import send_signed_in
+from resources import send_outcome
 from services import addresses
 from services import captcha
 from services import credentials
 from services import mail
-from services import mfa
-from services import passwords
 from services import profiles
-from services import security_mail
-from services import sessions
-import tokens
+from services import sign_in
 
-INVALID_TOKEN = 'Invalid token'
 RESET_REQUESTED = {
     'message': 'Request for password reset is successful. '
     'A email with instructions will be sent to your email if it exists.'
 }
-
-
-def _lock_link_user(conn, queries, digest, purpose):
-    """Lock the user row of the live link of ``purpose`` with ``digest``, if any
-    (one_time_tokens.lock_user), before the statement that uses the link up."""
-    conn.execute(
-        queries['one_time_tokens.lock_user'],
-        {'token_digest': digest, 'purpose': purpose},
-    )
-
-
-def _digest(doc, key):
-    """The digest of the one-time token in ``doc[key]``; an unusable one is a 422."""
-    token = doc.get(key) if isinstance(doc, dict) else None
-    if not isinstance(token, str) or not token:
-        raise errors.Unprocessable(message=INVALID_TOKEN)
-    return tokens.digest(token)
 
 
 class Confirmation:
@@ -63,78 +39,23 @@ class Confirmation:
 
         With the `confirmation_token` of the mailed link
         (`.../app/auth/confirmation?confirmation_token=T`): confirms the address (a
-        pending new one becomes `email`) and signs in. Tokens work once and expire after
-        3 days. Answers with the five token headers (`access-token`, `token-type`,
-        `client`, `expiry`, `uid`). For a user with two-factor sign-in: confirms, then
-        206 with an `mfa_token` for the second step of `POST /auth/sign_in`, no token
-        headers.
+        pending new one becomes `email`) and signs in. A user's first confirmation
+        made without a live session of that user (token headers or the dashboard's
+        `cw_d_session_info` cookie) also mails the address a notice with a
+        password-reset link. Tokens work once and expire after 3 days. Answers with
+        the five token headers (`access-token`, `token-type`, `client`, `expiry`,
+        `uid`). For a user with two-factor sign-in: confirms, then 206 with an
+        `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.
         """
-        digest = _digest(req.context.doc, 'confirmation_token')
-        # A pending address taken by someone else meanwhile fails the UPDATE on
-        # users_email_key, which errors.py answers with "Email has already been taken".
-        with self._pool.connection() as conn:
-            with conn.transaction():
-                # The user's row before the link's: the order of a resend.
-                _lock_link_user(conn, self._queries, digest, 'confirmation')
-                row = conn.execute(
-                    self._queries['confirmations.confirm'], {'token_digest': digest}
-                ).fetchone()
-                if row is None or row['user_id'] is None:
-                    already = row is not None and row['already_confirmed']
-                    raise errors.Unprocessable(
-                        message='Already confirmed' if already else INVALID_TOKEN
-                    )
-                notice = security_mail.sign_up_notice(
-                    conn, self._queries, self._config, row, presented_sessions(req)
-                )
-                # An MFA user gets the second step, not a session (SPEC 12: no bypass).
-                kind = mfa.challenge_kind(conn, self._queries, row['user_id'])
-                session = (
-                    None
-                    if kind
-                    else sessions.issue(
-                        conn,
-                        self._queries,
-                        self._config,
-                        row['user_id'],
-                        facts=req.context.facts,
-                    )
-                )
-                # Sessions and links from before the address was proven may be someone
-                # else's (who signed up with it, or asked to move the account to it).
-                credentials.change(
-                    conn,
-                    self._queries,
-                    self._config,
-                    row['user_id'],
-                    reason='email_confirmation'
-                    if row['changed_address']
-                    else 'confirmation',
-                    keep_client=session and session[1],
-                    facts=req.context.facts,
-                    session_id=session and session.id,
-                )
-                security_mail.send_sign_up_notice(
-                    conn, self._queries, self._config, notice
-                )
-                if kind:
-                    # After the credential change, which voids every earlier one-time
-                    # token.
-                    return send_challenge(
-                        resp,
-                        mfa.issue_challenge(
-                            conn, self._queries, row['user_id'], row['email'], kind
-                        ),
-                    )
-            send_signed_in(
-                resp,
-                conn,
-                self._queries,
-                self._config,
-                row['user_id'],
-                session,
-                row['email'],
-            )
+        outcome = sign_in.confirm(
+            self._pool,
+            self._queries,
+            self._config,
+            req.context.doc,
+            req.context.facts,
+            presented_sessions(req),
+        )
+        send_outcome(resp, outcome)
 
 
 class Password:
@@ -182,96 +103,15 @@ class Password:
         with two-factor sign-in: sets the password, ends every session, then 206 with an
         `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.
         """
-        doc = req.context.doc
-        digest = _digest(doc, 'reset_password_token')
-        problems = self._password_problems(doc)
-        with self._pool.connection() as conn:
-            # The password is checked before the transaction, which holds the user's
-            # row: bcrypt and the breached-password lookup take up to seconds, and a
-            # refusal leaves the link working for a better password.
-            user = conn.execute(
-                self._queries['confirmations.reset_link_user'], {'token_digest': digest}
-            ).fetchone()
-            if user is None:
-                raise errors.Unprocessable(message=INVALID_TOKEN)
-            found = problems or [
-                passwords.problem(
-                    self._config,
-                    doc['password'],
-                    email=user['email'],
-                    name=user['name'],
-                    current_hash=user['encrypted_password'],
-                )
-            ]
-            if any(found):
-                raise errors.Unprocessable(filter(None, found))
-            with conn.transaction():
-                # The user's row before the link's: the order of a credential change.
-                _lock_link_user(conn, self._queries, digest, 'reset_password')
-                user = conn.execute(
-                    self._queries['confirmations.take_reset_token'],
-                    {'token_digest': digest},
-                ).fetchone()
-                if user is None:
-                    # Used, or voided by a credential change, since it was read.
-                    raise errors.Unprocessable(message=INVALID_TOKEN)
-                # An MFA user gets the second step, not a session (SPEC 12: no bypass);
-                # else the new token first, so that revoking "every other token" spares
-                # it.
-                kind = mfa.challenge_kind(conn, self._queries, user['id'])
-                session = (
-                    None
-                    if kind
-                    else sessions.issue(
-                        conn,
-                        self._queries,
-                        self._config,
-                        user['id'],
-                        facts=req.context.facts,
-                    )
-                )
-                passwords.change(
-                    conn,
-                    self._queries,
-                    self._config,
-                    user['id'],
-                    doc['password'],
-                    keep_client=session and session[1],
-                    confirm=True,
-                    reason='password_reset',
-                    facts=req.context.facts,
-                    session_id=session and session.id,
-                )
-                if kind:
-                    # After the credential change, which voids every earlier one-time
-                    # token.
-                    return send_challenge(
-                        resp,
-                        mfa.issue_challenge(
-                            conn, self._queries, user['id'], user['email'], kind
-                        ),
-                    )
-            send_signed_in(
-                resp,
-                conn,
-                self._queries,
-                self._config,
-                user['id'],
-                session,
-                user['email'],
-            )
-
-    def _password_problems(self, doc):
-        found = self._validator.errors(doc)
-        confirmation = doc.get('password_confirmation')
-        if isinstance(confirmation, str) and confirmation != doc.get('password'):
-            found.append(
-                (
-                    'password_confirmation',
-                    "Password confirmation doesn't match Password",
-                )
-            )
-        return found
+        outcome = sign_in.reset_password(
+            self._pool,
+            self._queries,
+            self._config,
+            self._validator,
+            req.context.doc,
+            req.context.facts,
+        )
+        send_outcome(resp, outcome)
 
 
 def _resend(pool, queries, config, user_id=None, email=None):
@@ -346,25 +186,16 @@ class RevertLink:
         self._pool = pool
         self._queries = queries
         self._config = config
-        # The query that uses the link up and undoes the change (names written out, so
-        # db.check_lookups sees them); the credential change is named after the kind.
-        self._take_sql = {
-            'email_revert': queries['confirmations.take_revert_token'],
-            'mfa_revert': queries['mfa.take_revert_link'],
-        }[kind]
+        # The link's purpose (sign_in.use_link), and the credential change's reason.
         self._reason = kind
         self.schemas = {'POST': kind}
         self.descriptions = {'POST': self.DESCRIPTIONS[kind]}
 
     def on_post(self, req, resp):
-        digest = _digest(req.context.doc, 'token')
+        digest = sign_in.link_digest(req.context.doc, 'token')
         with self._pool.connection() as conn:
             with conn.transaction():
-                # The user's row before the links': the order of another link's use.
-                _lock_link_user(conn, self._queries, digest, self._reason)
-                user = conn.execute(self._take_sql, {'token_digest': digest}).fetchone()
-                if user is None:
-                    raise errors.Unprocessable(message=INVALID_TOKEN)
+                user = sign_in.use_link(conn, self._queries, self._reason, digest)
                 credentials.change(
                     conn,
                     self._queries,

@@ -107,10 +107,10 @@ class Profile:
             match = _FIELD_NAME.fullmatch(_part_name(part))
             key = match.group(1) if match else None
             if key == 'avatar':
-                upload = (
-                    avatars.read_upload(part.stream, self._config.avatar_max_bytes)
-                    or None
-                )
+                data = avatars.read_upload(part.stream, self._config.avatar_max_bytes)
+                # An empty part without a file name is a browser's "no file chosen";
+                # an empty file is a file that is not an image (SPEC 8).
+                upload = data if data or part.filename else None
             elif key == 'ui_settings':
                 profile[key] = _JSON.deserialize(
                     io.BytesIO(part.get_data()), None, None

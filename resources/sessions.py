@@ -6,33 +6,16 @@ import falcon
 
 import errors
 from resources import JSON
-from resources import send_challenge
 from resources import send_json_text
-from resources import send_signed_in
+from resources import send_outcome
 from services import addresses
 from services import audit
-from services import guessing
-from services import mfa
-from services import passwords
+from services import memberships
 from services import sessions
+from services import sign_in
 
-INVALID_LOGIN = {
-    'success': False,
-    'errors': ['Invalid login credentials. Please try again.'],
-}
 INVALID_TOKEN = {'success': False, 'errors': ['Invalid login credentials']}
 CANNOT_REVOKE_CURRENT = {'error': 'You cannot revoke the current session.'}
-
-
-def _unconfirmed(email):
-    return {
-        'success': False,
-        'error_code': 'user_not_confirmed',
-        'errors': [
-            f"A confirmation email was sent to your account at '{email}'. You must "
-            'follow the instructions in the email before your account can be activated'
-        ],
-    }
 
 
 class SignIn:
@@ -84,170 +67,27 @@ class SignIn:
         password (and at the second step), and no session.
         """
         doc = req.context.doc
-        if doc.get('mfa_token') is not None:
-            return self._second_step(req, resp, doc)
-        email = doc.get('email', '')
-        password = doc.get('password', '')
-        user = None
-        if addresses.is_valid(email):
-            email = addresses.normalise(email)
-            with self._pool.connection() as conn:
-                # The check is counted against the user's guessing budget (SPEC 3.4) in
-                # the lookup itself; an unknown address against a budget of its own,
-                # alike.
-                row = conn.execute(
-                    self._queries['guessing.sign_in'],
-                    {'email': email, 'period': guessing.BUDGETS['password'].period},
-                ).fetchone()
-            user = row if row['id'] is not None else None
-            try:
-                count = guessing.over_budget('password', row)
-            except errors.TooManyRequests:
-                self.on_rate_limited(req, email)
-                raise
-        # An unknown address (or a user without a password, after an e-mail revert)
-        # costs one bcrypt check too, so timing does not reveal it.
-        hashed = (user and user['encrypted_password']) or passwords.dummy_hash(
-            self._config.bcrypt_rounds
+        way_in = (
+            sign_in.with_password
+            if doc.get('mfa_token') is None
+            else sign_in.second_step
         )
-        matches = passwords.check_password(password, hashed)
-        if user is not None:
-            with self._pool.connection() as conn:
-                guessing.settle(
-                    conn,
-                    self._queries,
-                    self._config,
-                    'password',
-                    user['id'],
-                    count,
-                    bool(matches and user['encrypted_password']),
-                    req.context.facts,
-                    signed_in=False,
-                )
-        if user is None or user['encrypted_password'] is None or not matches:
-            self._failed(req, email if isinstance(email, str) else '', 'password')
-        if user['confirmed_at'] is None:
-            self._failed(req, email, 'unconfirmed', _unconfirmed(user['email']))
-        try:
-            with self._pool.connection() as conn:
-                with conn.transaction():
-                    kind = mfa.challenge_kind(conn, self._queries, user['id'])
-                    if kind:
-                        # The password checked above must still be the user's when the
-                        # challenge is issued (a reset may have committed meanwhile).
-                        sessions.check_password_unchanged(
-                            conn, self._queries, user['id'], hashed
-                        )
-                        return send_challenge(
-                            resp,
-                            mfa.issue_challenge(
-                                conn, self._queries, user['id'], user['email'], kind
-                            ),
-                        )
-                    session = self._sign_in(conn, req, doc, user, hashed)
-                send_signed_in(
-                    resp,
-                    conn,
-                    self._queries,
-                    self._config,
-                    user['id'],
-                    session,
-                    user['email'],
-                )
-        except sessions.PasswordChanged:
-            self._failed(req, email, 'password')
-        except errors.AccountSuspended as refused:
-            self._failed(req, email, 'suspended', refused.body)
+        outcome = way_in(
+            self._pool, self._queries, self._config, doc, req.context.facts
+        )
+        send_outcome(resp, outcome)
 
-    def _second_step(self, req, resp, doc):
-        """``mfa_token`` with ``otp_code`` or ``backup_code``: the session, or why
-        not."""
-        with self._pool.connection() as conn:
-            try:
-                with conn.transaction():
-                    user, factor = mfa.answer_challenge(
-                        conn,
-                        self._queries,
-                        self._config,
-                        doc.get('mfa_token'),
-                        doc.get('otp_code'),
-                        doc.get('backup_code'),
-                        facts=req.context.facts,
-                    )
-                    session = factor and self._sign_in(
-                        conn,
-                        req,
-                        doc,
-                        user,
-                        user['encrypted_password'],
-                        second_factor=True,
-                    )
-            except errors.AccountSuspended:
-                # Rolled back: nothing of the step stays but this row.
-                audit.record_sign_in_failure(
-                    conn, self._queries, user['email'], 'suspended', req.context.facts
-                )
-                raise
-            # After the commit: a wrong code must stay counted.
-            if factor is None:
-                audit.record_sign_in_failure(
-                    conn,
-                    self._queries,
-                    user['email'] if user else '',
-                    'mfa',
-                    req.context.facts,
-                )
-                raise errors.InvalidCode() if user else errors.InvalidMFAToken()
-            send_signed_in(
-                resp,
-                conn,
-                self._queries,
-                self._config,
-                user['id'],
-                session,
-                user['email'],
-            )
-
-    def _sign_in(self, conn, req, doc, user, verified_hash, second_factor=False):
-        """The session of a sign-in (SPEC 13: at the cap a browser's password step picks
-        one to end, 409; the second step of SPEC 12 ends the least recently active)."""
-        try:
-            return sessions.sign_in(
-                conn,
-                self._queries,
-                self._config,
-                user,
-                verified_hash,
-                req.context.facts,
-                revoke_session_id=doc.get('revoke_session_id'),
-                revoke_all=doc.get('revoke_all_sessions') is True,
-                second_factor=second_factor,
-            )
-        except sessions.LimitReached as ex:
-            raise errors.APIError(
-                falcon.HTTP_409,
-                {'sessions_limit_reached': True, 'sessions': ex.sessions},
-            ) from None
-
-    def _failed(self, req, email, reason, body=INVALID_LOGIN):
-        """Record the failed sign-in, then answer 401.
-
-        A known and an unknown address write the same row with the same statement (the
-        subject is null for the unknown one), so the audit costs both the same time.
-        """
-        self.on_rate_limited(req, email, reason)
-        raise errors.Unauthenticated(body)
-
-    def on_rate_limited(self, req, email=None, reason='rate_limited'):
-        """Called by RateLimit too: a refused sign-in is a failed one (SPEC 14)."""
-        if email is None:
-            doc = req.context.get('doc')
-            email = doc.get('email') if isinstance(doc, dict) else None
-            email = email.strip().lower() if isinstance(email, str) else ''
-        with self._pool.connection() as conn:
-            audit.record_sign_in_failure(
-                conn, self._queries, email, reason, req.context.facts
-            )
+    def on_rate_limited(self, req):
+        """Called by RateLimit: a refused sign-in is a failed one (SPEC 14)."""
+        doc = req.context.get('doc')
+        email = doc.get('email') if isinstance(doc, dict) else None
+        sign_in.record_failure(
+            self._pool,
+            self._queries,
+            addresses.normalise(email),
+            'rate_limited',
+            req.context.facts,
+        )
 
 
 class SignOut:
@@ -396,6 +236,9 @@ class MemberSessions:
         caller = req.context.caller
         include_access_token = req.context.query.get('include_access_token') is True
         with self._pool.connection() as conn, conn.transaction():
+            memberships.hold_as_administrator(
+                conn, self._queries, account_id, caller.id
+            )
             member = sessions.end_member_sessions(
                 conn,
                 self._queries,

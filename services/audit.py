@@ -8,6 +8,7 @@ instead of leaking into the log.
 """
 
 import dataclasses
+import ipaddress
 import re
 
 from psycopg.types.json import Jsonb
@@ -98,6 +99,24 @@ def request_facts(ip_address, user_agent, caller=None, request_id=None):
     )
 
 
+def address_key(address):
+    """The bucket of a client address: an IPv6 client is keyed by its /64.
+
+    One subscriber usually holds a whole /64, so a per-address limit would be a
+    per-request one. Every spelling of an address gives the same key, and an
+    IPv4-mapped IPv6 address (``::ffff:192.0.2.1``) is its IPv4 address.
+    """
+    try:
+        ip = ipaddress.ip_address(address.split('%', 1)[0])
+    except ValueError:
+        return 'unknown'
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.version == 4:
+        return str(ip)
+    return str(ipaddress.IPv6Network((ip, 64), strict=False))
+
+
 def record_sign_in_failure(conn, queries, email, reason, facts):
     """A failed sign-in (SPEC 14), written the same way whether ``email`` is known or
     not."""
@@ -109,6 +128,7 @@ def record_sign_in_failure(conn, queries, email, reason, facts):
         {
             'email': email,
             'ip_address': facts.ip_address,
+            'address_key': address_key(facts.ip_address or ''),
             'user_agent': facts.user_agent,
             'details': Jsonb({'reason': reason}),
             'reason': reason,

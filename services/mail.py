@@ -268,7 +268,15 @@ def send_email_change_notice(
 
 
 def send_address_taken_notice(conn, queries, name, to_address):
-    conn.execute(queries['mail.enqueue'], address_taken_notice(name, to_address))
+    """Tell the owner of ``to_address`` someone tried to use it: one of the address's
+    MAILS_PER_ADDRESS_PER_HOUR, as a link mail is (SPEC 3.4)."""
+    conn.execute(
+        queries['mail.enqueue_bounded'],
+        {
+            **address_taken_notice(name, to_address),
+            'per_hour': MAILS_PER_ADDRESS_PER_HOUR,
+        },
+    )
 
 
 def request_password_reset(conn, queries, config, email):

@@ -16,6 +16,11 @@ would end one of them as a deadlock (tests/test_suspension.py,
 test_a_suspension_waiting_for_the_members_own_membership_write_completes). So:
 accounts, then account_users, then users, then user_tokens and the rest; no
 transaction may lock a user row and then a membership row of that user.
+
+Every administrator action on an account (a change of it, ending a member's sessions,
+revoking a member's token, suspending) starts at the account row and re-reads the
+caller's standing there (hold_as_administrator), so one that waited for the caller's
+own suspension is refused.
 """
 
 import errors
@@ -70,6 +75,23 @@ def refusal(conn, queries, account_id, user_id):
     return errors.NotFound()
 
 
+def hold_as_administrator(conn, queries, account_id, caller_id):
+    """Before an administrator's action on ``account_id``: take the account row, which
+    a suspension takes first, then check the caller is still an active administrator.
+
+    The access rules saw one before the request waited for that row; a suspension of
+    the caller that committed meanwhile is the 403 of SPEC 18, and the action is not
+    done (SPEC 3.4). The row serialises the account's administrator actions, so it
+    comes first, in the order of the module docstring.
+    """
+    conn.execute(queries['memberships.lock_account'], {'account_id': account_id})
+    if not conn.execute(
+        queries['memberships.still_administrator'],
+        {'account_id': account_id, 'user_id': caller_id},
+    ).fetchone()['administrator']:
+        raise errors.MembershipSuspended()
+
+
 def set_status(conn, queries, config, account_id, user_id, status, facts):
     """Suspend (``SUSPENDED``) or reactivate (``ACTIVE``) member ``user_id`` of
     ``account_id`` on behalf of the caller of ``facts``, an administrator of it.
@@ -79,20 +101,13 @@ def set_status(conn, queries, config, account_id, user_id, status, facts):
     (the caller themselves, the last active administrator). Returns the member as the
     agents list shows them.
     """
-    conn.execute(queries['memberships.lock_account'], {'account_id': account_id})
+    hold_as_administrator(conn, queries, account_id, facts.caller_id)
     params = {'account_id': account_id, 'user_id': user_id}
     conn.execute(queries['memberships.lock_membership'], params)
     conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
-    member = conn.execute(
-        queries['memberships.member_for_change'],
-        {'account_id': account_id, 'user_id': user_id, 'caller_id': facts.caller_id},
-    ).fetchone()
+    member = conn.execute(queries['memberships.member_for_change'], params).fetchone()
     if member is None:
         raise NotAMember()
-    if not member['caller_is_administrator']:
-        # The access rules saw an active administrator; only a suspension of the caller
-        # can have committed since (roles do not change here).
-        raise errors.MembershipSuspended()
     if status == SUSPENDED:
         if (
             member['role'] == 'administrator'

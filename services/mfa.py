@@ -463,19 +463,6 @@ def _issue(conn, queries, user_id, email, purpose, lifespan):
     return token
 
 
-def challenge_kind(conn, queries, user_id):
-    """Whether a session may be issued now (None), or which challenge comes first:
-    'mfa_challenge' (MFA is on) or 'mfa_setup' (an account requires MFA and it is off).
-
-    Sign-in, password reset and confirmation all ask here, so none of them hands out
-    a session that skips the second factor or the enrolment an account requires.
-    """
-    state = conn.execute(queries['mfa.sign_in_state'], {'user_id': user_id}).fetchone()
-    if state['mfa_enabled']:
-        return 'mfa_challenge'
-    return 'mfa_setup' if state['setup_required'] else None
-
-
 def issue_challenge(conn, queries, user_id, email, kind):
     """The 206 body of SPEC 12 with a new token of ``kind``.
 

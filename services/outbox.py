@@ -94,10 +94,14 @@ def links(message):
 def write_file(config, message, mail_id):
     """Write ``message`` to MAIL_DIR as ``<UTC time>-<outbox id>.eml``; return its path.
 
-    The directory is private (0700): the messages carry sign-in links.
+    The directory is private (0700): the messages carry sign-in links. One that exists
+    with wider bits (scripts/run as root makes ./var/mail with the umask's) is made
+    0700 first; when that is not ours to do, the delivery fails (and is retried).
     """
     directory = pathlib.Path(config.mail_dir)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if directory.stat().st_mode & 0o077:
+        directory.chmod(0o700)
     stamp = datetime.datetime.now(datetime.UTC).strftime('%Y%m%dT%H%M%S')
     path = directory / f'{stamp}-{mail_id:08d}.eml'
     partial = path.with_suffix('.part')

@@ -42,12 +42,6 @@ def check_password(password, hashed):
         return False
 
 
-@functools.lru_cache(maxsize=4)
-def dummy_hash(rounds):
-    """A hash to check against when the address is unknown, so timing tells nothing."""
-    return hash_password('not a password of anyone', rounds)
-
-
 @functools.cache
 def common_passwords():
     """The 30,000 most common passwords of zxcvbn's frequency lists, lower-cased.

@@ -51,7 +51,7 @@ def update(
     ``api_access_token``, which may not change the e-mail address or the password.
     """
     profile = _profile(validator, doc, upload)
-    if not upload and not CHECKED_FIELDS & profile.keys():
+    if upload is None and not CHECKED_FIELDS & profile.keys():
         # Nothing to check against the stored row: one statement, no lock, no
         # transaction.
         problems = validator.errors(doc)
@@ -64,7 +64,7 @@ def update(
             user_id,
             {key: profile[key] for key in PLAIN_FIELDS if key in profile},
         )
-    image = avatars.prepare(upload) if upload else None
+    image = avatars.prepare(upload) if upload is not None else None
     email = _normalised_email(profile)
     stored = None
     # The current password, checked for a password change or an address change, spends
@@ -258,7 +258,7 @@ def document(conn, queries, config, user_id):
 
 def _profile(validator, doc, upload):
     profile = doc.get('profile') if isinstance(doc, dict) else None
-    if not isinstance(profile, dict) or not (profile or upload):
+    if not isinstance(profile, dict) or not (profile or upload is not None):
         validator.check(doc)  # a body or profile of the wrong type
         raise errors.Unprocessable.field('profile', "Profile can't be blank")
     return profile

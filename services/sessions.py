@@ -23,15 +23,6 @@ class PasswordChanged(Exception):
     """The password verified a moment ago is no longer the user's (or MFA came on)."""
 
 
-class LimitReached(Exception):
-    """A browser's sign-in at MAX_USER_SESSIONS: ``sessions`` is the list to pick
-    from."""
-
-    def __init__(self, sessions):
-        super().__init__('sessions limit reached')
-        self.sessions = sessions
-
-
 class Issued(tuple):
     """``(token, client, expires_at)`` of a new session; ``.id`` is the session's id."""
 
@@ -46,23 +37,20 @@ def touch_after(config):
     return min(TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
 
 
-def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker=False):
+def issue(conn, queries, config, user_id, facts=None, picker=False):
     """Store a new session for ``user_id``; return its Issued.
 
     Must run inside a transaction: the user row stays locked until it commits, so
     parallel sign-ins of one user cannot overrun MAX_USER_SESSIONS, and a suspension
     cannot slip between the check of refuse_locked_out and the new session. At the cap
     the least recently active session ends, unless ``picker`` (a browser's password
-    sign-in), which raises LimitReached instead.
+    sign-in), which is the 409 of SPEC 13 instead (errors.SessionsLimitReached).
     """
-    row = refuse_locked_out(conn, queries, user_id)
-    # A password sign-in checked both a moment ago, outside this lock.
-    if verified_hash is not None and row['encrypted_password'] != verified_hash:
-        raise PasswordChanged()
+    refuse_locked_out(conn, queries, user_id)
     if picker:
         live = list_for(conn, queries, config, user_id)
         if live['count'] >= config.max_user_sessions:
-            raise LimitReached(orjson.loads(live['sessions']))
+            raise errors.SessionsLimitReached(orjson.loads(live['sessions']))
     token, client = tokens.new_token(), tokens.new_client_id()
     issued = conn.execute(
         queries['sessions.issue'],
@@ -81,8 +69,8 @@ def issue(conn, queries, config, user_id, verified_hash=None, facts=None, picker
 
 
 def refuse_locked_out(conn, queries, user_id):
-    """Lock the user row; 401 ``account_suspended`` when every membership of the user
-    is suspended (SPEC 18). Returns the locked row (users.lock_for_token).
+    """Lock the user row (users.lock_for_token); 401 ``account_suspended`` when every
+    membership of the user is suspended (SPEC 18).
 
     Every session (issue) and every sign-in challenge (mfa.issue_challenge) is issued
     behind this check, so no path that signs in (password, second step, reset,
@@ -90,12 +78,11 @@ def refuse_locked_out(conn, queries, user_id):
     (services/memberships.py): a sign-in racing it either commits first, and the
     suspension then revokes what it issued, or waits and is refused here.
     """
-    row = conn.execute(queries['users.lock_for_token'], {'user_id': user_id}).fetchone()
+    conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
     if conn.execute(queries['users.locked_out'], {'user_id': user_id}).fetchone()[
         'locked_out'
     ]:
         raise errors.AccountSuspended()
-    return row
 
 
 def list_for(conn, queries, config, user_id, current_id=NO_SESSION):
@@ -108,10 +95,6 @@ def list_for(conn, queries, config, user_id, current_id=NO_SESSION):
             'idle_seconds': config.idle_seconds,
         },
     ).fetchone()
-
-
-def is_browser(facts):
-    return BROWSER_MARK in ((facts and facts.user_agent) or '')
 
 
 def revoke_others(conn, queries, user_id, keep_client, facts=None):
@@ -210,31 +193,31 @@ def sign_in(
     queries,
     config,
     user,
-    verified_hash,
+    choices,
     facts,
-    revoke_session_id=None,
-    revoke_all=False,
     second_factor=False,
 ):
-    """A password sign-in (SPEC 13): the sessions the user chose to end, the new one,
-    its audit event and, from a browser and platform new to this user, the security
-    e-mail.
+    """A password sign-in (SPEC 13): the sessions the user chose to end (``choices``,
+    the request's ``revoke_session_id`` or ``revoke_all_sessions``), the new one, its
+    audit event and, from a browser and platform new to this user, the security e-mail.
+    ``user['encrypted_password']`` is the hash the password was checked against.
 
-    Inside the caller's transaction; raises PasswordChanged or LimitReached (nothing is
-    then written). The second step of an MFA sign-in (``second_factor``) never raises
-    LimitReached: the reference dashboard's code form has no session picker (SPEC 12),
-    so at the cap it ends the least recently active session. Returns the Issued session.
+    Inside the caller's transaction; raises PasswordChanged or SessionsLimitReached
+    (nothing is then written). The second step of an MFA sign-in (``second_factor``)
+    never raises SessionsLimitReached: the reference dashboard's code form has no
+    session picker (SPEC 12), so at the cap it ends the least recently active session.
+    Returns the Issued session.
     """
     user_id = user['id']
     # The password was checked outside this lock; MFA may have come on since (SPEC 12)
     # unless this is the second step, which checked a code under the lock.
-    lock = check_password_unchanged(conn, queries, user_id, verified_hash)
+    lock = check_password_unchanged(conn, queries, user_id, user['encrypted_password'])
     if lock['mfa_enabled'] and not second_factor:
         raise PasswordChanged()
-    if revoke_all:
+    if choices.get('revoke_all_sessions') is True:
         revoke_others(conn, queries, user_id, None, facts)
-    elif revoke_session_id is not None:
-        revoke_one(conn, queries, user_id, revoke_session_id, facts)
+    elif choices.get('revoke_session_id') is not None:
+        revoke_one(conn, queries, user_id, choices['revoke_session_id'], facts)
     device = request_device(facts)
     seen = conn.execute(
         queries['sessions.known_device'],
@@ -250,7 +233,9 @@ def sign_in(
         config,
         user_id,
         facts=facts,
-        picker=is_browser(facts) and not second_factor,
+        # A browser's password step picks what to end at the cap.
+        picker=BROWSER_MARK in ((facts and facts.user_agent) or '')
+        and not second_factor,
     )
     audit.record(
         conn,

@@ -5,9 +5,17 @@ from services import mail
 from services import sessions
 import tokens
 
+INVALID_PARAMS = 'Invalid, please check the signup parameters and try again'
+
 
 class EmailTaken(Exception):
     pass
+
+
+def text(doc, key):
+    """``doc[key]`` trimmed, or '' when it is not a string (the sign-up fields)."""
+    value = doc.get(key)
+    return value.strip() if isinstance(value, str) else ''
 
 
 def create_user(conn, queries, *, name, email, encrypted_password, confirmed=False):
@@ -56,8 +64,7 @@ def sign_up(
     encrypted_password,
     facts=None,
 ):
-    """The one transaction of SPEC 4.1 step 7; return (user_id, token, client,
-    expires_at)."""
+    """The one transaction of SPEC 4.1 step 7; return (user_id, the sessions.Issued)."""
     with conn.transaction():
         user_id = create_user(
             conn, queries, name=name, email=email, encrypted_password=encrypted_password
@@ -66,7 +73,5 @@ def sign_up(
             conn, queries, user_id=user_id, account_name=account_name, locale=locale
         )
         mail.send_confirmation(conn, queries, config, user_id, name, email)
-        token, client, expires_at = sessions.issue(
-            conn, queries, config, user_id, facts=facts
-        )
-    return user_id, token, client, expires_at
+        session = sessions.issue(conn, queries, config, user_id, facts=facts)
+    return user_id, session

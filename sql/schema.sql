@@ -205,6 +205,47 @@ CREATE FUNCTION public.audit_events_page(page public.audit_events[], page_size i
         'next_before', CASE WHEN cardinality(page) > page_size THEN (page[page_size]).id END)
 $$;
 
+CREATE FUNCTION public.grant_app_role(app regrole) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+BEGIN
+    IF app = current_user::regrole THEN
+        RAISE EXCEPTION 'the application''s role % is the role migrations run as; it must be another', app;
+    END IF;
+    IF EXISTS (SELECT FROM pg_roles r
+                WHERE r.oid = app AND (r.rolsuper OR r.rolcreaterole OR r.rolcreatedb)) THEN
+        RAISE EXCEPTION 'the application''s role % may not be a superuser nor create roles or databases', app;
+    END IF;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.relowner = app) THEN
+        RAISE EXCEPTION 'the application''s role % owns tables; it must own nothing', app;
+    END IF;
+    IF pg_has_role(app, current_user, 'MEMBER')
+       OR pg_has_role(app, 'pg_execute_server_program', 'MEMBER')
+       OR pg_has_role(app, 'pg_write_server_files', 'MEMBER')
+       OR pg_has_role(app, 'pg_read_server_files', 'MEMBER') THEN
+        RAISE EXCEPTION 'the application''s role % may not be a member of % nor reach the server''s files or programs', app, current_user;
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA public TO %s', app);
+    EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA public FROM %s', app);
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO %s', app);
+    EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM %s', app);
+    EXECUTE format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO %s', app);
+    EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON TABLES FROM %s', app);
+    EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public'
+                   ' GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s', app);
+    EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE ALL ON SEQUENCES FROM %s', app);
+    EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE ON SEQUENCES TO %s', app);
+    EXECUTE format('REVOKE UPDATE, DELETE ON audit_events FROM %s', app);
+    EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM %s', app);
+    EXECUTE format('REVOKE ALL ON FUNCTION prune_audit_events(integer),'
+                   ' grant_app_role(regrole) FROM %s', app);
+    IF pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') THEN
+        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+    END IF;
+END
+$$;
+
 CREATE FUNCTION public.iso8601(ts timestamp with time zone) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
@@ -300,6 +341,22 @@ CREATE FUNCTION public.personal_access_token_json(p public.personal_access_token
         'created_at', iso8601(p.created_at),
         'last_used_at', iso8601(p.last_used_at),
         'last_used_ip', p.last_used_ip)
+$$;
+
+CREATE FUNCTION public.prune_audit_events(retention_days integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    deleted bigint;
+BEGIN
+    IF retention_days IS NULL OR retention_days < 1 THEN
+        RAISE EXCEPTION 'retention_days must be at least 1, got %', retention_days;
+    END IF;
+    DELETE FROM audit_events WHERE created_at < now() - make_interval(days => retention_days);
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
 $$;
 
 CREATE FUNCTION public.user_doc(u public.users, m json) RETURNS json

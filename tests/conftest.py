@@ -19,7 +19,7 @@ from services import sessions
 from services import users
 from tests import contract
 from tests.pgbouncer import PgBouncer
-from tests.support.database import ADMIN_URL
+from tests.support.database import app_role
 from tests.support.database import new_database
 from tests.support.database import pooler_env
 from tests.support.database import VIA_PGBOUNCER
@@ -63,8 +63,17 @@ webtest.TestApp.do_request = _checked_do_request
 @pytest.fixture(scope='session')
 def direct_database_url():
     """The session's database on the tests' PostgreSQL, migrated over a direct
-    connection."""
+    connection, as the role that owns it (TEST_DATABASE_URL's)."""
     with new_database() as url:
+        yield url
+
+
+@pytest.fixture(scope='session')
+def app_database_url(direct_database_url):
+    """The same database as the service's own role (SPEC 3.4): it owns nothing and may
+    only read and write rows, so every test that goes through the app exercises its
+    grants."""
+    with app_role(direct_database_url) as url:
         yield url
 
 
@@ -73,18 +82,19 @@ def direct_database_url():
 
 
 @pytest.fixture(scope='session')
-def pgbouncer():
-    """A private PgBouncer in transaction mode in front of the tests' PostgreSQL."""
-    bouncer = PgBouncer(ADMIN_URL, free_port()).start()
+def pgbouncer(app_database_url):
+    """A private PgBouncer in transaction mode in front of the tests' PostgreSQL, for
+    the service's role."""
+    bouncer = PgBouncer(app_database_url, free_port()).start()
     yield bouncer
     bouncer.destroy()
 
 
 @pytest.fixture(scope='session')
-def database_url(request, direct_database_url):
+def database_url(request, direct_database_url, app_database_url):
     """The database as the service is given it: direct, or through PgBouncer."""
     if not VIA_PGBOUNCER:
-        return direct_database_url
+        return app_database_url
     dbname = psycopg.conninfo.conninfo_to_dict(direct_database_url)['dbname']
     return request.getfixturevalue('pgbouncer').url(dbname)
 
@@ -106,7 +116,9 @@ def base_env(database_url, direct_database_url, avatar_dir):
         'RATE_LIMITS': 'off',
         'AVATAR_DIR': str(avatar_dir),
         'FRONTEND_URL': 'http://frontdesk.test',
-        **pooler_env(direct_database_url),
+        # Migrations and manage.py prune: the owner, directly.
+        'MIGRATE_DATABASE_URL': direct_database_url,
+        **pooler_env(),
         # 32 bytes, so MFA is available (SPEC 12); tests of its absence drop it.
         'SECRET_KEY': TEST_SECRET_KEY,
     }

@@ -54,7 +54,7 @@ def url_for(template, user):
             return str(user.account_id)
         if name == 'user_id':
             return str(user.id)
-        return '1' if converter == 'int' else 'x'
+        return '1' if converter == 'id' else 'x'
 
     return _FIELD.sub(value, template)
 

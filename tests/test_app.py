@@ -106,22 +106,22 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     # (SPEC 3.3), the rest also take api_access_token.
     assert declared['/api/v1/profile/reset_access_token'] == {'POST': 'session'}
     sessions = '/api/v1/profile/sessions'
-    session_item = sessions + f'/{{session_id:{app_module.ID}}}'
+    session_item = sessions + '/{session_id:id}'
     assert declared[sessions] == {'GET': 'session', 'DELETE': 'session'}
     assert declared[session_item] == {'DELETE': 'session'}
     # Members' security is not for integration credentials (SPEC 3.4).
     assert declared[account + '/audit_events'] == {'GET': 'administrator_session'}
-    assert declared[account + f'/agents/{{user_id:{app_module.ID}}}/sessions'] == {
+    assert declared[account + '/agents/{user_id:id}/sessions'] == {
         'DELETE': 'administrator_session'
     }
     assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
     # Personal access tokens (SPEC 17) are account security too.
     tokens = '/api/v1/profile/access_tokens'
-    token_item = tokens + f'/{{token_id:{app_module.ID}}}'
+    token_item = tokens + '/{token_id:id}'
     assert declared[tokens] == {'GET': 'session', 'POST': 'session'}
     assert declared[token_item] == {'DELETE': 'session'}
     assert declared[account + '/access_tokens'] == {'GET': 'administrator_session'}
-    assert declared[account + f'/access_tokens/{{token_id:{app_module.ID}}}'] == {
+    assert declared[account + '/access_tokens/{token_id:id}'] == {
         'DELETE': 'administrator_session'
     }
     # MFA (SPEC 12): a real sign-in, or the setup token of an account's MFA requirement.

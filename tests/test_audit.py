@@ -171,7 +171,7 @@ def test_credential_and_account_events(testapp, admin, make_user, conn):
     )
     assert refused['details'] == {
         'method': 'PUT',
-        'route': '/api/v1/accounts/{account_id:int(min=1)}',
+        'route': '/api/v1/accounts/{account_id:id}',
         'role': 'agent',
     }
 

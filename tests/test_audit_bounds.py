@@ -58,6 +58,30 @@ def test_failed_sign_ins_for_unknown_addresses_are_one_row_per_ip_and_hour(
     assert counted(conn, ip, 'password') == 30
 
 
+def test_refused_sign_ins_are_bounded_per_address_not_per_spelling(testapp, conn):
+    """Every address of one IPv6 /64, and every spelling of an IPv4 address, is one
+    client to the one-row-per-hour bound, as to the rate limits."""
+    prefix = '2001:db8:%x:%x' % (
+        uuid.uuid4().int % 0xFFFF + 1,
+        uuid.uuid4().int % 0xFFFF,
+    )
+    ip = fresh_ip()
+    spellings = [f'{prefix}::{host:x}' for host in range(1, 6)] + [
+        f'{prefix.upper()}:0:0:0:ffff',
+        ip,
+        f'::ffff:{ip}',
+        f'::FFFF:{ip}',
+        f'0:0:0:0:0:ffff:{ip}',
+    ]
+    conn.execute('DELETE FROM audit_events WHERE ip_address = ANY(%s)', (spellings,))
+    for spelling in spellings:
+        sign_in(testapp, unique_email('nobody'), 'a password', status=401, ip=spelling)
+    rows = conn.execute(
+        'SELECT ip_address FROM audit_events WHERE ip_address = ANY(%s)', (spellings,)
+    ).fetchall()
+    assert [row['ip_address'] for row in rows] == [f'{prefix}::1', ip]
+
+
 def test_a_members_feed_names_the_administrator_not_their_address_or_device(
     testapp, admin, make_user
 ):

@@ -161,6 +161,20 @@ def test_an_empty_file_part_means_no_new_avatar(testapp, conn, make_user):
     assert avatar_of(conn, user.id) == name
 
 
+@pytest.mark.parametrize('fields', [[], [('profile[name]', 'Changed')]])
+def test_an_empty_file_is_refused_as_a_file_that_is_not_an_image(
+    testapp, conn, make_user, fields
+):
+    user = make_user()
+    upload(testapp, user, encode(picture(), 'PNG'))
+    before = avatar_of(conn, user.id)
+    answer = upload(testapp, user, b'', filename='empty.png', status=422, fields=fields)
+    assert answer.json == NOT_SUPPORTED
+    assert avatar_of(conn, user.id) == before
+    name = conn.execute('SELECT name FROM users WHERE id = %s', (user.id,)).fetchone()
+    assert name['name'] != 'Changed'
+
+
 TRUNCATED_PNG = encode(picture((200, 200)), 'PNG')[:300]
 
 

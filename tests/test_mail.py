@@ -2,7 +2,11 @@
 (aiosmtpd)."""
 
 import hashlib
+import os
 import signal
+import stat
+import subprocess
+import sys
 import time
 import uuid
 
@@ -15,6 +19,7 @@ from tests.smtp_server import self_signed_certificate
 from tests.smtp_server import SMTP_LOGIN
 from tests.smtp_server import smtp_server
 from tests.smtp_server import tls_smtp_server
+from tests.support import ROOT
 from tests.support.servers import free_port
 from tests.support.users import unique_email
 
@@ -66,10 +71,8 @@ def finish(proc, timeout=30):
     return stdout, stderr
 
 
-def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
-    testapp, conn, base_env, inbox
-):
-    address = unique_email('signup')
+def sign_up(testapp, address):
+    """A sign-up over HTTP, which queues the confirmation mail to ``address``."""
     testapp.post_json(
         '/api/v1/accounts',
         {
@@ -78,7 +81,15 @@ def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
             'user_full_name': 'Ada',
             'password': 'correct horse 1',
         },
+        status=200,
     )
+
+
+def test_the_command_sends_the_sign_up_confirmation_and_forgets_its_body(
+    testapp, conn, base_env, inbox
+):
+    address = unique_email('signup')
+    sign_up(testapp, address)
     row = conn.execute(
         'SELECT id FROM mail_outbox WHERE to_address = %s', (address,)
     ).fetchone()
@@ -378,3 +389,36 @@ def test_implicit_tls_defaults_to_port_465(base_env):
 
     assert load({**base_env, 'SMTP_TLS': 'implicit'}).smtp_port == 465
     assert load({**base_env, 'SMTP_TLS': 'starttls'}).smtp_port == 25
+
+
+def test_development_mail_goes_into_a_private_directory_even_one_made_wider(
+    testapp, base_env, tmp_path
+):
+    """MAIL_DELIVERY=file (scripts/run without SMTP_HOST): the messages carry sign-in
+    links, so MAIL_DIR is 0700 and each file 0600, also when the directory was there
+    before with wider bits (scripts/run as root makes ./var/mail with the umask's)."""
+    mail_dir = tmp_path / 'mail'
+    mail_dir.mkdir()
+    mail_dir.chmod(0o755)
+    address = unique_email('devmail')
+    sign_up(testapp, address)
+    done = subprocess.run(
+        [sys.executable, 'manage.py', 'deliver-mail', '--once'],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            **base_env,
+            'MAIL_DELIVERY': 'file',
+            'MAIL_DIR': str(mail_dir),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    written = [
+        path for path in mail_dir.glob('*.eml') if f'To: {address}' in path.read_text()
+    ]
+    assert len(written) == 1
+    assert stat.S_IMODE(mail_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(written[0].stat().st_mode) == 0o600

@@ -1,7 +1,8 @@
 """Mail to one address is bounded per address, whoever asks (SPEC 3.4), even with
 RATE_LIMITS=off.
 
-At most 5 confirmation, reset or resend mails per address per hour; beyond, the answer
+At most 5 confirmation, reset or resend mails, or notices that someone tried to use the
+address, per address per hour; beyond, the answer
 is the same and no mail is queued. Anonymous requests never spend a user's e-mail-change
 quota.
 """
@@ -83,6 +84,28 @@ def test_email_changes_of_many_users_to_one_address_mail_it_five_times_an_hour(
     for _ in range(7):
         change_email(testapp, make_user(), target)
     assert pending_mails(conn, target) == 5
+
+
+def test_notices_that_someone_tried_to_use_an_address_count_against_its_hour(
+    testapp, make_user, conn
+):
+    owner = make_user(confirmed=False)
+    for _ in range(3):
+        change_email(testapp, make_user(), owner.email)
+    for _ in range(4):
+        public_resend(testapp, owner.email)
+    for _ in range(2):
+        change_email(testapp, make_user(), owner.email)
+    kinds = conn.execute(
+        'SELECT kind, status FROM mail_outbox WHERE to_address = %s ORDER BY id',
+        (owner.email,),
+    ).fetchall()
+    assert [(row['kind'], row['status']) for row in kinds] == [
+        *[('address_taken_notice', 'pending')] * 3,
+        *[('confirmation', 'pending')] * 2,
+        *[('confirmation', 'suppressed')] * 2,
+        *[('address_taken_notice', 'suppressed')] * 2,
+    ]
 
 
 def test_anonymous_resends_never_spend_the_users_email_change_quota(testapp, make_user):

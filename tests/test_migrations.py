@@ -42,6 +42,7 @@ PINNED = {
     '0016_suspended_members.sql': '2278d91283ffa760f8dfb94f70df8eb78c695dc47e1ec76223ef6a58a18e127c',  # noqa: E501
     '0017_personal_access_tokens.sql': 'da59668e86520507b6f8fc5fedfb5fa4b5b1ec62df08d27541d339d9f52d6c9c',  # noqa: E501
     '0018_account_trigger_locks_members_in_id_order.sql': 'd3ca5fde71182d9ba45594d556d45bf7299b0057dbeae097c063175d25c1241d',  # noqa: E501
+    '0019_app_role_owns_nothing.sql': '12a2ade1ee0b4707eb8465ac806ca6e97fa18361b05c6eee56e3f6504d815b00',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'

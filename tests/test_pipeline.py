@@ -2,8 +2,10 @@
 
 import logging
 import os
+import re
 import subprocess
 import sys
+from urllib.parse import quote
 
 import falcon
 import psycopg_pool
@@ -13,6 +15,12 @@ import webtest
 import app as app_module
 import config as config_module
 from tests.support import ROOT
+from tests.test_profile import multipart
+from tests.test_profile import send_multipart
+from tests.test_profile import text_part
+from tests.test_suspension import call
+from tests.test_suspension import concrete
+from tests.test_suspension import route_table
 
 NOT_FOUND = {'error': 'Resource could not be found'}
 
@@ -34,6 +42,69 @@ def test_unknown_routes_and_methods_are_json_404s_whatever_the_accept_header(tes
         assert resp.content_type == 'application/json'
 
 
+def misspellings(number):
+    """Spellings of ``number`` that Python's int() reads as a number, none of them the
+    id's one spelling, and a number past bigint."""
+    digits = str(number)
+    other_scripts = {
+        script: digits.translate({ord('0') + n: script + n for n in range(10)})
+        for script in (0x0660, 0x0966, 0xFF10)  # Arabic-Indic, Devanagari, fullwidth
+    }
+    return [
+        f'+{digits}',
+        f'0{digits}',
+        f'00{digits}',
+        f'-{digits}',
+        f'{digits[0]}_{digits[1:]}' if len(digits) > 1 else f'{digits}_0',
+        *other_scripts.values(),
+        '9223372036854775808',
+    ]
+
+
+def test_path_ids_are_ascii_digits_and_anything_else_is_a_404(
+    testapp, config, pool, queries, make_account, make_user, conn
+):
+    """Generated from the route table: every method of every route with an id, each id
+    spelled with a sign, a leading zero, an underscore or another script's digits is
+    the JSON 404; spelled as itself, the route answers."""
+    checked = 0
+    for template, resource in route_table(config, pool, queries):
+        fields = re.findall(r'\{(\w+):id\}', template)
+        for method in sorted(getattr(resource, 'access', {}) if fields else ()):
+            admin = make_user(account_id=make_account(), role='administrator')
+            account_id = conn.execute(
+                'SELECT account_id FROM account_users WHERE user_id = %s', (admin.id,)
+            ).fetchone()['account_id']
+            testapp.post_json(
+                '/auth/sign_in', {'email': admin.email, 'password': admin.password}
+            )
+            token = testapp.post_json(
+                '/api/v1/profile/access_tokens',
+                {'name': 'CI', 'scopes': ['profile:read'], 'expires_in_days': 1},
+                headers=admin.headers,
+            ).json['id']
+            ids = {
+                'account_id': account_id,
+                'user_id': make_user(account_id=account_id).id,
+                'session_id': conn.execute(
+                    'SELECT max(id) AS id FROM user_tokens WHERE user_id = %s',
+                    (admin.id,),
+                ).fetchone()['id'],
+                'token_id': token,
+            }
+            for field in fields:
+                for spelling in misspellings(ids[field]):
+                    path = concrete(template, {**ids, field: quote(spelling)})
+                    answer = call(testapp, method, path, admin.headers)
+                    assert (answer.status_int, answer.json) == (404, NOT_FOUND), (
+                        f'{method} {path}'
+                    )
+                    checked += 1
+            answer = call(testapp, method, concrete(template, ids), admin.headers)
+            assert answer.status_int != 404, f'{method} {template}: {answer.body}'
+    assert checked >= 100, checked
+
+
 def test_malformed_json_is_a_400(testapp, admin):
     for body in (
         b'{bad',
@@ -50,6 +121,54 @@ def test_malformed_json_is_a_400(testapp, admin):
             status=400,
         )
         assert resp.json['message'].startswith('Malformed JSON')
+
+
+def test_a_body_that_is_not_utf8_is_a_400_in_the_apis_words(testapp, admin, conn):
+    """Bytes that are not UTF-8 (a stray \\xff, an encoded surrogate) are one answer on
+    every route, public or signed in, JSON or a multipart part; nothing changes."""
+    not_utf8 = {'message': 'Malformed JSON: not UTF-8'}
+    before = conn.execute(
+        'SELECT name, email FROM users WHERE id = %s', (admin.id,)
+    ).fetchone()
+    for body in (b'{"email": "\xff"}', b'{"name": "\xed\xa0\x80"}', b'\xff\xfe'):
+        for method, path, headers in (
+            ('POST', '/auth/sign_in', {}),
+            ('POST', '/api/v1/accounts', {}),
+            ('POST', '/auth/password', {}),
+            ('PUT', '/api/v1/profile', admin.headers),
+            ('PUT', f'/api/v1/accounts/{admin.account_id}', admin.headers),
+        ):
+            answer = testapp.request(
+                path,
+                method=method,
+                body=body,
+                content_type='application/json',
+                headers=headers,
+                status=400,
+            )
+            assert answer.json == not_utf8, (method, path, body)
+        parts, content_type = multipart(text_part('profile[ui_settings]', body))
+        answer = send_multipart(testapp, admin, parts, content_type, 400)
+        assert answer.json == not_utf8
+    after = conn.execute(
+        'SELECT name, email FROM users WHERE id = %s', (admin.id,)
+    ).fetchone()
+    assert after == before
+
+
+def test_a_body_of_whitespace_is_a_400_and_no_body_is_none(testapp, admin):
+    account = f'/api/v1/accounts/{admin.account_id}'
+    for body in (b' ', b'\r\n', b'\t '):
+        answer = testapp.put(
+            account,
+            body,
+            content_type='application/json',
+            headers=admin.headers,
+            status=400,
+        )
+        assert answer.json == {'message': 'Malformed JSON: only whitespace, no value'}
+    # No body at all changes nothing, as `{}` would.
+    testapp.put(account, b'', content_type='application/json', headers=admin.headers)
 
 
 def test_nul_characters_are_refused_before_the_database(testapp, admin, conn):

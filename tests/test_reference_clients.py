@@ -32,7 +32,7 @@ def form(pairs):
 def concrete(template, account_id, ids=None):
     """The path of ``template`` with the account id, and other ids from ``ids`` by
     name."""
-    path = template.replace('{account_id:int(min=1)}', str(account_id))
+    path = template.replace('{account_id:id}', str(account_id))
     return re.sub(
         r'\{(\w+):[^}]*\}', lambda match: str((ids or {})[match.group(1)]), path
     )

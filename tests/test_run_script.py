@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+import psycopg
 import pytest
 
 import devdb
@@ -229,15 +230,20 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
     hba_before = system_hba_files()
     copy = fresh_copy(tmp_path)
     python = str(copy / '.venv' / 'bin' / 'python')
+
+    def manage(*args):
+        """An operator command in the copy (wherever it is by then), as from a shell."""
+        return subprocess.run(
+            [python, 'manage.py', *args],
+            cwd=copy,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     # Before any scripts/run: no database to find, and the one line says what to do.
-    nothing = subprocess.run(
-        [python, 'manage.py', 'migrate'],
-        cwd=copy,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    nothing = manage('migrate')
     assert (
         nothing.returncode == 2
         and 'scripts/run' in nothing.stderr
@@ -355,40 +361,52 @@ def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_pa
             assert {
                 path.stat().st_uid for path in (copy / 'var' / 'mail').glob('*.eml')
             } == {app_user.pw_uid}
-
-        created = subprocess.run(
-            [
+        # The development inbox holds sign-in links: only its user may enter it.
+        assert os.stat(copy / 'var' / 'mail').st_mode & 0o777 == 0o700
+        # SPEC 3.4: gunicorn and the mail worker sign in as the application role, which
+        # owns nothing; migrations ran as the cluster's superuser.
+        owner_url = (copy / 'var' / 'run' / 'migrate_database_url').read_text().strip()
+        with psycopg.connect(owner_url, autocommit=True) as owner:
+            service_roles = owner.execute(
+                'SELECT DISTINCT usename FROM pg_stat_activity'
+                " WHERE datname = 'frontdesk' AND pid <> pg_backend_pid()"
+            ).fetchall()
+            app_role = owner.execute(
+                'SELECT rolsuper,'
+                ' (SELECT count(*) FROM pg_class WHERE relowner = r.oid)'
+                ' FROM pg_roles r WHERE rolname = %s',
+                (devdb.APP_ROLE,),
+            ).fetchone()
+        assert service_roles == [(devdb.APP_ROLE,)] and app_role == (False, 0)
+        if as_root:
+            # The app user may not sign in as the superuser.
+            assert not as_app_user(
                 python,
-                'manage.py',
-                'create-user',
-                '--email',
-                unique_email('operator'),
-                '--name',
-                'Operator',
-                '--password',
-                PASSWORD,
-                '--confirmed',
-            ],
-            cwd=copy,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
+                '-c',
+                'import psycopg, sys; psycopg.connect(sys.argv[1]).close()',
+                owner_url,
+            )
+
+        created = manage(
+            'create-user',
+            '--email',
+            unique_email('operator'),
+            '--name',
+            'Operator',
+            '--password',
+            PASSWORD,
+            '--confirmed',
         )
         assert created.returncode == 0 and '"confirmed": true' in created.stdout, (
             created.stderr
         )
-        mailbox = subprocess.run(
-            [python, 'manage.py', 'mailbox'],
-            cwd=copy,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        mailbox = manage('mailbox')
         assert mailbox.returncode == 0 and link in mailbox.stdout, (
             mailbox.stdout + mailbox.stderr
         )
+        # prune finds the migration role by itself (./var/run/migrate_database_url).
+        pruned = manage('prune')
+        assert pruned.returncode == 0 and 'deleted' in pruned.stdout, pruned.stderr
 
         # kill -9 leaves gunicorn, the mail worker and PostgreSQL behind; the next run
         # stops the first two and adopts the cluster.
@@ -519,6 +537,8 @@ def test_the_throwaway_cluster_is_removed_when_the_test_run_is_stopped():
     os.geteuid() != 0, reason='scripts/run admits an app user only when started as root'
 )
 def test_a_cluster_of_an_older_scripts_run_admits_the_app_user_while_it_runs():
+    """As the application role only (SPEC 3.4): the superuser line an older
+    scripts/run wrote for it goes."""
     # Made as scripts/run makes it, whichever test runs first.
     assert (
         subprocess.run(
@@ -530,28 +550,36 @@ def test_a_cluster_of_an_older_scripts_run_admits_the_app_user_while_it_runs():
         == APP_USER
     )
     cluster = devdb.Cluster(tempfile.mkdtemp(prefix='frontdesk-pg-'))
-    psql = [
-        os.path.join(cluster.bindir, 'psql'),
-        '-h',
-        str(cluster.home),
-        '-U',
-        devdb.SUPERUSER,
-        '-d',
-        'postgres',
-        '-c',
-        'SELECT 1',
-    ]
+
+    def psql(role):
+        return [
+            os.path.join(cluster.bindir, 'psql'),
+            '-h',
+            str(cluster.home),
+            '-U',
+            role,
+            '-d',
+            'postgres',
+            '-c',
+            'SELECT 1',
+        ]
+
+    older = f'{devdb.IDENT_MAP} {APP_USER} {devdb.SUPERUSER}'
     try:
         cluster.create()
         cluster.start()
-        assert not as_app_user(*psql), 'reached before it was admitted'
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE ROLE {devdb.APP_ROLE} LOGIN')
+        assert not as_app_user(*psql(devdb.APP_ROLE)), 'reached before it was admitted'
+        ident = cluster.data / 'pg_ident.conf'
+        ident.write_text(ident.read_text() + older + '\n')
         cluster.admit(APP_USER)
         cluster.admit(APP_USER)
-        ident = (cluster.data / 'pg_ident.conf').read_text().splitlines()
-        assert ident.count(f'{devdb.IDENT_MAP} {APP_USER} {devdb.SUPERUSER}') == 1, (
-            ident
-        )
-        assert as_app_user(*psql), 'not admitted without a restart'
+        lines = ident.read_text().splitlines()
+        assert older not in lines, lines
+        assert lines.count(f'{devdb.IDENT_MAP} {APP_USER} {devdb.APP_ROLE}') == 1, lines
+        assert as_app_user(*psql(devdb.APP_ROLE)), 'not admitted without a restart'
+        assert not as_app_user(*psql(devdb.SUPERUSER)), 'still the superuser'
         assert os.stat(cluster.data).st_mode & 0o777 == 0o700
     finally:
         cluster.destroy()

@@ -1103,37 +1103,96 @@ def test_an_access_token_reset_while_a_lockout_waits_is_refused(
     assert events(conn, member.id, 'access_token_reset') == []
 
 
-def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
-    service, admin, make_user, conn, direct_database_url
-):
-    """An administrator's account change passed the access rules while they were
-    active and waits for the account row, which the suspension of that administrator
-    holds (the test holds it first, so the suspension queues ahead): once suspended,
-    the change must not be written (SPEC 18; the suspension itself re-reads the
-    caller's standing under that lock, services/memberships.py)."""
+@pytest.fixture
+def refused_once_suspended(service, admin, make_user, conn, direct_database_url):
+    """Run ``request``, a request of ``admin`` that passed the access rules while they
+    were active and waits for the account row behind the suspension of ``admin`` by
+    another administrator (the test holds the row first, so the suspension queues
+    ahead); assert it answers the 403 of SPEC 18 (SPEC 3.4: it must do nothing)."""
     other = make_user(account_id=admin.account_id, role='administrator')
     other.account_id = admin.account_id
-    suspended, changed = interleave(
-        direct_database_url,
-        conn,
-        ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
-        (suspending(service, other, admin), 'Serialises the suspensions'),
-        (
-            lambda: http(
-                'PUT',
-                service + f'/api/v1/accounts/{admin.account_id}',
-                {'name': 'Renamed by the suspended'},
-                headers=admin.headers,
-            ),
-            'Only the keys present in the patch change',
-        ),
+
+    def run(request):
+        suspended, answer = interleave(
+            direct_database_url,
+            conn,
+            ('SELECT id FROM accounts WHERE id = %s FOR UPDATE', (admin.account_id,)),
+            (suspending(service, other, admin), 'Serialises the suspensions'),
+            (request, 'Serialises the suspensions'),
+        )
+        assert suspended.status == 200
+        assert (answer.status, json.loads(answer.body)) == (403, SUSPENDED)
+
+    return run
+
+
+def test_an_account_change_waiting_for_the_changers_suspension_is_refused(
+    service, admin, conn, refused_once_suspended
+):
+    refused_once_suspended(
+        lambda: http(
+            'PUT',
+            service + f'/api/v1/accounts/{admin.account_id}',
+            {'name': 'Renamed by the suspended'},
+            headers=admin.headers,
+        )
     )
-    assert suspended.status == 200
-    assert (changed.status, json.loads(changed.body)) == (403, SUSPENDED)
     name = conn.execute(
         'SELECT name FROM accounts WHERE id = %s', (admin.account_id,)
     ).fetchone()['name']
     assert name != 'Renamed by the suspended'
+
+
+def test_ending_a_members_sessions_waiting_for_the_callers_suspension_is_refused(
+    service, admin, make_user, conn, refused_once_suspended
+):
+    member = make_user(account_id=admin.account_id)
+    refused_once_suspended(
+        lambda: http(
+            'DELETE',
+            service + url(admin.account_id, member.id, 'sessions'),
+            headers=admin.headers,
+        )
+    )
+    assert sessions_of(conn, member) == 1
+    assert events(conn, member.id, 'sessions_ended_by_administrator') == []
+
+
+def test_revoking_a_members_token_waiting_for_the_callers_suspension_is_refused(
+    service, admin, make_user, refused_once_suspended
+):
+    member = make_user(account_id=admin.account_id)
+    token = json.loads(
+        minting(
+            service,
+            member,
+            '/api/v1/profile/access_tokens',
+            {'name': 'CI', 'scopes': ['profile:read'], 'expires_in_days': 30},
+        )().body
+    )
+    path = f'/api/v1/accounts/{admin.account_id}/access_tokens/{token["id"]}'
+    refused_once_suspended(
+        lambda: http('DELETE', service + path, headers=admin.headers)
+    )
+    reads = http(
+        'GET',
+        service + '/api/v1/profile',
+        headers={'Authorization': f'Bearer {token["token"]}'},
+    )
+    assert reads.status == 200
+
+
+def test_a_suspension_waiting_for_the_suspenders_own_suspension_is_refused(
+    service, admin, make_user, conn, refused_once_suspended
+):
+    member = make_user(account_id=admin.account_id)
+    refused_once_suspended(suspending(service, admin, member))
+    status = conn.execute(
+        'SELECT status FROM account_users WHERE account_id = %s AND user_id = %s',
+        (admin.account_id, member.id),
+    ).fetchone()['status']
+    assert status == 'active'
+    assert events(conn, member.id, 'member_suspended') == []
 
 
 # --- a suspension racing the member's own write of that membership --------------------

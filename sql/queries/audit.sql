@@ -69,23 +69,24 @@ SELECT audit_events_page(ARRAY(SELECT a
                                 ORDER BY a.id DESC), %(limit)s)::text AS doc;
 
 -- name: prune
--- manage.py prune, run as the table's owner: the service's own role may not DELETE here.
-DELETE FROM audit_events
- WHERE created_at < now() - make_interval(days => %(retention_days)s);
+-- manage.py prune, as the migration role: the service's own role may neither DELETE here
+-- nor call the function (migration 0019).
+SELECT prune_audit_events(%(retention_days)s) AS deleted;
 
 -- name: insert_sign_in_failure
 -- A failed sign-in names the user the address belongs to, if any, in the same statement:
 -- known and unknown addresses cost the same (an indexed lookup and one insert).
 -- Failures for addresses nobody has, and refusals (rate_limited), are counted per client
--- address, hour, reason and subject in one rate_limit_counters row (kept 30 days; the
--- table cleans itself), and only the first of each writes its audit row, so
--- unauthenticated traffic cannot grow the log without bound (SPEC 14). A known user's
--- wrong passwords each write one: the guessing budget (SPEC 3.4) bounds them.
+-- address (address_key: an IPv6 client by its /64, as the rate limits), hour, reason
+-- and subject in one rate_limit_counters row (kept 30 days; the table cleans itself),
+-- and only the first of each writes its audit row, so unauthenticated traffic cannot
+-- grow the log without bound (SPEC 14). A known user's wrong passwords each write one:
+-- the guessing budget (SPEC 3.4) bounds them.
 WITH subject AS (
     SELECT id FROM users WHERE email = %(email)s
 ), counted AS (
     INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
-    SELECT 'audit sign_in_failed|ip=' || coalesce(%(ip_address)s, '') || '|reason=' || %(reason)s
+    SELECT 'audit sign_in_failed|ip=' || %(address_key)s || '|reason=' || %(reason)s
                || '|subject=' || coalesce((SELECT id FROM subject)::text, 'none'),
            date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days'
      WHERE %(reason)s = 'rate_limited' OR NOT EXISTS (SELECT 1 FROM subject)

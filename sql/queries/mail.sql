@@ -39,6 +39,26 @@ UPDATE mail_outbox
  WHERE id = %(id)s
 RETURNING id;
 
+-- name: enqueue_bounded
+-- A mail with no link to one address (the notice that someone tried to use it) spends
+-- that address's hour as enqueue_with_token's mails do (SPEC 3.4): past %(per_hour)s in
+-- the hour it is written as 'suppressed' (never claimed, no bodies).
+WITH counted AS (
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
+    SELECT 'mail|to=' || %(to_address)s, window_start, 1, window_start + interval '1 hour'
+      FROM (SELECT to_timestamp(floor(extract(epoch FROM now()) / 3600) * 3600) AS window_start) AS this
+    ON CONFLICT (bucket, window_start) DO UPDATE
+       SET hits = c.hits + 1
+    RETURNING c.hits
+)
+INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body, status)
+SELECT %(kind)s, %(to_address)s, %(subject)s,
+       CASE WHEN sent THEN %(text_body)s END,
+       CASE WHEN sent THEN %(html_body)s END,
+       CASE WHEN sent THEN 'pending' ELSE 'suppressed' END
+  FROM (SELECT hits <= %(per_hour)s AS sent FROM counted) AS outcome
+RETURNING id;
+
 -- name: enqueue_with_token
 -- One statement for a known and an unknown address alike (POST /auth/password and POST
 -- /resend_confirmation): with a user, the link's token replaces any earlier one of its

@@ -28,7 +28,8 @@ SELECT status
 
 -- name: lock_account
 -- Serialises the suspensions and reactivations of one account's members (SPEC 18), so that
--- two administrators suspending each other cannot both pass the last-administrator check.
+-- two administrators suspending each other cannot both pass the last-administrator check,
+-- and the other administrator actions with them (memberships.hold_as_administrator).
 -- NO KEY UPDATE: new memberships (which only share-lock the key) are not held up.
 SELECT id
   FROM accounts
@@ -50,9 +51,9 @@ SELECT id
    FOR NO KEY UPDATE;
 
 -- name: still_administrator
--- Whether the user is still an active administrator of the account: asked by a change of
--- the account after its UPDATE took the account row, in a statement of its own, so it sees
--- a suspension that committed while the UPDATE waited (suspensions take that row first).
+-- Whether the user is still an active administrator of the account: asked by an
+-- administrator's action after lock_account, in a statement of its own, so it sees a
+-- suspension that committed while the lock waited (suspensions take that row first).
 SELECT EXISTS (SELECT 1
                  FROM account_users
                 WHERE account_id = %(account_id)s
@@ -62,16 +63,10 @@ SELECT EXISTS (SELECT 1
 
 -- name: member_for_change
 -- The member, with the account, the membership and the member's user row locked by earlier
--- statements of this transaction (so this one sees every change that committed while it waited): whether
--- the caller is still an active administrator of the account, and how many active
--- administrators it has besides the member. No row: not a member.
+-- statements of this transaction (so this one sees every change that committed while it
+-- waited), and how many active administrators the account has besides the member. No
+-- row: not a member.
 SELECT au.role, au.status, u.name, u.email, a.name AS account_name,
-       EXISTS (SELECT 1
-                 FROM account_users c
-                WHERE c.account_id = au.account_id
-                  AND c.user_id = %(caller_id)s
-                  AND c.role = 'administrator'
-                  AND c.status = 'active') AS caller_is_administrator,
        (SELECT count(*)
           FROM account_users o
          WHERE o.account_id = au.account_id

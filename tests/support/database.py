@@ -1,7 +1,9 @@
-"""The tests' databases: one of their own on TEST_DATABASE_URL's server, PgBouncer."""
+"""The tests' databases: one of their own on TEST_DATABASE_URL's server, the service's
+own role on it, PgBouncer."""
 
 import contextlib
 import os
+import secrets
 import uuid
 
 import psycopg
@@ -33,6 +35,26 @@ def new_database(prefix='frontdesk_test', migrate=True):
             admin.execute(f'DROP DATABASE IF EXISTS {name} WITH (FORCE)')
 
 
+@contextlib.contextmanager
+def app_role(owner_url):
+    """A role for the service on ``owner_url``'s database (which that URL's role
+    migrated), given its rows as ``manage.py migrate --app-role`` does (SPEC 3.4);
+    yields its URL. Roles belong to the whole server: the name is this one's own, and
+    the role is dropped afterwards."""
+    name = f'frontdesk_app_{uuid.uuid4().hex[:12]}'
+    password = secrets.token_hex(16)
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+    try:
+        db.grant_app_role(owner_url, name)
+        yield psycopg.conninfo.make_conninfo(owner_url, user=name, password=password)
+    finally:
+        with psycopg.connect(owner_url, autocommit=True) as owner:
+            owner.execute(f'DROP OWNED BY {name}')
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP ROLE {name}')
+
+
 # Issue 14: FRONTDESK_VIA_PGBOUNCER=1 (scripts/test's second pass): the app, the CLI and
 # the mail worker reach the database through a private PgBouncer (tests/pgbouncer.py)
 # with DB_PREPARED_STATEMENTS=off, as SPEC 16 deploys it; migrations and the tests' own
@@ -40,12 +62,8 @@ def new_database(prefix='frontdesk_test', migrate=True):
 VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
 
 
-def pooler_env(direct_database_url):
-    return (
-        {'DB_PREPARED_STATEMENTS': 'off', 'MIGRATE_DATABASE_URL': direct_database_url}
-        if VIA_PGBOUNCER
-        else {}
-    )
+def pooler_env():
+    return {'DB_PREPARED_STATEMENTS': 'off'} if VIA_PGBOUNCER else {}
 
 
 def waiting_for(conn, blocker, marker=''):
