@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from services import passwords
+from tests.support.database import waiting_for
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 from tests.support.users import insert_personal_tokens
@@ -572,12 +573,7 @@ def _answer_while_the_row_is_held(database_url, conn, user, request):
         thread = threading.Thread(target=lambda: answers.append(request()))
         thread.start()
         while thread.is_alive():
-            waiting = conn.execute(
-                'SELECT count(*) AS n FROM pg_stat_activity'
-                " WHERE wait_event_type = 'Lock'"
-                " AND position('one-time link' in query) > 0"
-            ).fetchone()['n']
-            if waiting:
+            if waiting_for(conn, holder.info.backend_pid, 'one-time link'):
                 holder.rollback()
                 thread.join()
                 raise AssertionError("it waited for the user's row")

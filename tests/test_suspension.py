@@ -16,6 +16,7 @@ import app as app_module
 from services import memberships
 from tests.smtp_server import deliver
 from tests.smtp_server import smtp_server
+from tests.support.database import waiting_for
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
@@ -864,19 +865,16 @@ def service(base_env):
         yield base
 
 
-def wait_for_lock(conn, marker, exclude=()):
-    """The pid of the backend that waits for a lock in a statement containing
-    ``marker`` (the interleaving is set by row locks; this only watches for it)."""
+def wait_for_lock(conn, marker, blocker):
+    """The pid of the backend that waits for a lock backend ``blocker`` holds (or
+    waits for ahead of it) in a statement containing ``marker`` (the interleaving is
+    set by row locks; this only watches for it)."""
     for _ in range(2000):
-        row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            ' AND position(%s in query) > 0 AND NOT pid = ANY(%s)',
-            (marker, list(exclude)),
-        ).fetchone()
-        if row:
-            return row['pid']
+        pids = waiting_for(conn, blocker, marker)
+        if pids:
+            return pids[0]
         conn.execute('SELECT pg_sleep(0.01)')
-    raise AssertionError(f'nothing waits in {marker!r}')
+    raise AssertionError(f'nothing waits for {blocker} in {marker!r}')
 
 
 def interleave(database_url, conn, hold, first, second):
@@ -884,13 +882,14 @@ def interleave(database_url, conn, hold, first, second):
 
     The test takes ``hold`` (SQL, args: rows it locks FOR UPDATE); ``first`` and
     ``second`` are (request, the statement text it is to wait in): ``first`` is sent
-    and waits there, then ``second``, then the test lets go. Returns both answers.
+    and waits there for the test, then ``second``, which waits for ``first``, then the
+    test lets go. Returns both answers.
     """
     answers = [None, None]
     threads = []
     with psycopg.connect(database_url, row_factory=dict_row) as holder:
         holder.execute(*hold)
-        waiting = []
+        blocker = holder.info.backend_pid
         for index, (request, waits_in) in enumerate((first, second)):
 
             def run(index=index, request=request):
@@ -898,7 +897,7 @@ def interleave(database_url, conn, hold, first, second):
 
             threads.append(threading.Thread(target=run))
             threads[-1].start()
-            waiting.append(wait_for_lock(conn, waits_in, exclude=waiting))
+            blocker = wait_for_lock(conn, waits_in, blocker)
         holder.rollback()
     for thread in threads:
         thread.join()

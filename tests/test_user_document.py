@@ -13,6 +13,7 @@ import orjson
 import psycopg
 import pytest
 
+from tests.support.database import waiting_for
 from tests.support.users import TEST_SECRET_KEY
 
 
@@ -151,16 +152,6 @@ def _rename_in_thread(url, account_id, name, started):
     return thread
 
 
-def _blocked(conn, pid_count):
-    """How many backends wait on a lock now."""
-    return (
-        conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        ).fetchone()['n']
-        >= pid_count
-    )
-
-
 @pytest.mark.parametrize('first', ['membership', 'rename'])
 def test_a_rename_and_a_new_member_at_once(
     direct_database_url, conn, config, make_account, make_user, first
@@ -180,7 +171,7 @@ def test_a_rename_and_a_new_member_at_once(
                 direct_database_url, account_id, 'After', started
             )
             started.wait()
-            _wait_until(lambda: _blocked(conn, 1))
+            _wait_until(lambda: waiting_for(conn, writer.info.backend_pid))
             writer.commit()
         else:
             rename = psycopg.connect(direct_database_url)
@@ -197,7 +188,7 @@ def test_a_rename_and_a_new_member_at_once(
 
             thread = threading.Thread(target=insert)
             thread.start()
-            _wait_until(lambda: _blocked(conn, 1))
+            _wait_until(lambda: waiting_for(conn, rename.info.backend_pid))
             rename.commit()
             rename.close()
         thread.join(timeout=30)

@@ -64,3 +64,23 @@ VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
 
 def pooler_env():
     return {'DB_PREPARED_STATEMENTS': 'off'} if VIA_PGBOUNCER else {}
+
+
+def waiting_for(conn, blocker, marker=''):
+    """The pids of the backends held up by backend ``blocker`` (it holds a lock they
+    wait for, or waits for it ahead of them) in a statement whose text contains
+    ``marker``. ``conn``: the test's ``conn`` (dict rows).
+
+    pg_stat_activity lists every database of the server, the other test sessions'
+    too, and their waits carry the same statement texts: only what ``blocker`` holds
+    up is this test's, and at the lock the test means.
+    """
+    return [
+        row['pid']
+        for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ' AND datname = current_database() AND position(%s in query) > 0'
+            ' AND %s = ANY(pg_blocking_pids(pid))',
+            (marker, blocker),
+        )
+    ]
