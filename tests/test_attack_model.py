@@ -17,9 +17,12 @@ acts as the owner again, reactivation included, and no password signs in as him 
 he is reactivated.
 
 The invariant: once the owner has run the documented recovery from his mailbox (every
-live revert and "this was not me" link in it, then a password reset), nothing the
-attacker holds or can obtain without that mailbox signs in or acts as the owner, and
-the owner can always sign in with the password he set (plus his second factor). No
+live revert and "this was not me" link in it, then a password reset), he is back in the
+account he proved (not one a thief opened with his address since), nothing the attacker
+holds or can obtain without that mailbox signs in or acts as any account he proved, and
+the owner can always sign in with the password he set (plus his second factor). On the
+way, every live revert link of a change he did not make works, and he is never asked for
+a second factor that is neither his nor one the attacker set on his proven account. No
 answer is ever a 5xx. docs/security.md ("The attack machine") says how to run the long
 profile and what it found.
 """
