@@ -234,7 +234,7 @@ class AttackMachine(RuleBasedStateMachine):
 
     def owners(self):
         """The users that are the owner's: every one he proved, and the one he uses."""
-        return self.owner_ids | {self.owner_user_id} - {None}
+        return (self.owner_ids | {self.owner_user_id}) - {None}
 
     def prove(self, user_id, anew=False):
         """The owner proved ``user_id`` from his mailbox; ``anew``: his address left
