@@ -91,6 +91,25 @@ def change(
     )
 
 
+def reset_access_token(conn, queries, config, caller, facts):
+    """``POST /api/v1/profile/reset_access_token``: a new access token, minted only for
+    a session that checked a password or a second factor recently (SPEC 3.4), in the
+    caller's transaction; the caller's session stays."""
+    sessions.require_recent_authentication(
+        conn, queries, config, caller.id, caller.session_id
+    )
+    change(
+        conn,
+        queries,
+        config,
+        caller.id,
+        reason='reset_access_token',
+        keep_client=caller.token[1],
+        rotate_pubsub=False,
+        facts=facts,
+    )
+
+
 def announce(
     conn,
     queries,
