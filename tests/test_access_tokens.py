@@ -231,6 +231,27 @@ def test_only_accounts_of_the_caller_may_be_named(testapp, admin, make_account, 
     assert created['account_ids'] == [admin.account_id]
 
 
+def test_a_suspended_member_cannot_name_that_account(
+    testapp, admin, make_account, make_user, conn
+):
+    """SPEC 18: a member suspended from an account mints no token for it (422, as for an
+    account they are not a member of), while one for their other account still works."""
+    member = make_user(account_id=admin.account_id)
+    other = make_account('Still active')
+    join(conn, other, member.id)
+    testapp.post(
+        f'/api/v1/accounts/{admin.account_id}/agents/{member.id}/suspend',
+        headers=admin.headers,
+    )
+    answer = create(testapp, member, status=422, account_ids=[admin.account_id])
+    assert answer.json == {
+        'message': personal_tokens.NOT_A_MEMBER,
+        'attributes': ['account_ids'],
+    }
+    assert stored(conn, member.id) == []
+    assert create(testapp, member, account_ids=[other]).json['account_ids'] == [other]
+
+
 def test_the_expiry_may_be_one_to_366_days(testapp, make_user):
     user = make_user()
     for days in (1, 366):
