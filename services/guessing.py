@@ -62,6 +62,16 @@ def take(conn, queries, kind, user_id):
     return over_budget(kind, row)
 
 
+def within_cap(conn, queries, kind, user_id):
+    """Count one ``kind`` check on the cap alone, for a check no refusal may stop (a
+    password reset's reuse rule: the reset is how the owner takes the account back);
+    False past the cap, and the check is then not to be made."""
+    params = _params(kind, user_id)
+    params['buckets'] = params['buckets'][1:]
+    row = conn.execute(queries['guessing.take'], params).fetchone()
+    return row['hits'] <= BUDGETS[kind].cap
+
+
 def over_budget(kind, row):
     """``row['hits']``, the count of a take; 429 when it is past the budget, or its
     ``row['checks']`` past the cap."""

@@ -8,6 +8,7 @@ A window's end is reached by moving the stored window back, not by sleeping.
 """
 
 import concurrent.futures
+import re
 import time
 
 import bcrypt
@@ -410,3 +411,25 @@ def test_a_sign_in_without_a_password_runs_no_bcrypt(testapp, make_user, conn):
         started = time.perf_counter()
         testapp.post_json('/auth/sign_in', body, status=401)
         assert time.perf_counter() - started < one_check / 2
+
+
+def test_a_reset_spends_the_cap_but_is_never_refused_by_it(testapp, make_user, conn):
+    """A reset link's reuse rule (SPEC 15) checks the new password against the current
+    one: a bcrypt run, on the user's cap. Past the cap the rule is left out rather than
+    the reset refused, since a reset is how the owner takes the account back from
+    whoever spends the cap."""
+    user = make_user()
+    testapp.post_json('/auth/password', {'email': user.email})
+    body = conn.execute(
+        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC'
+        ' LIMIT 1',
+        (user.email,),
+    ).fetchone()['text_body']
+    token = re.search(r'reset_password_token=([\w-]+)', body).group(1)
+    reset = {'reset_password_token': token, 'password': user.password}
+    for _ in range(29):
+        right_sign_in(testapp, user)
+    refused = testapp.put_json('/auth/password', reset, status=422)
+    assert refused.json['message'] == 'Password must differ from the current one'
+    right_sign_in(testapp, user, status=429)
+    testapp.put_json('/auth/password', reset, status=200)
