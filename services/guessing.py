@@ -5,7 +5,8 @@ and disabling) spends the user's one password budget; every check of a second fa
 (sign-in step two, verify, backup codes, disabling) its one second-factor budget. Past
 the budget every such check is a 429 until the window ends, the right answer too.
 Password checks, right or wrong, are also capped (``Budget.cap``): each is a bcrypt run,
-and a right password must not let one user's requests take the service's CPU. They hold
+and a right password must not let one user's requests take the service's CPU (a reset
+link's reuse rule counts too, ``within_cap``, but is never refused). They hold
 with RATE_LIMITS=off: they protect the user's account and the service, whatever the
 rate limits say.
 

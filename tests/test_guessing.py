@@ -8,13 +8,13 @@ A window's end is reached by moving the stored window back, not by sleeping.
 """
 
 import concurrent.futures
-import re
 import time
 
 import bcrypt
 
 from tests.support.servers import http
 from tests.support.users import unique_email
+from tests.test_credentials import _newest_token
 from tests.test_mfa import Authenticator
 from tests.test_mfa import challenge
 from tests.test_mfa import enable
@@ -420,12 +420,7 @@ def test_a_reset_spends_the_cap_but_is_never_refused_by_it(testapp, make_user, c
     whoever spends the cap."""
     user = make_user()
     testapp.post_json('/auth/password', {'email': user.email})
-    body = conn.execute(
-        'SELECT text_body FROM mail_outbox WHERE to_address = %s ORDER BY id DESC'
-        ' LIMIT 1',
-        (user.email,),
-    ).fetchone()['text_body']
-    token = re.search(r'reset_password_token=([\w-]+)', body).group(1)
+    token = _newest_token(conn, user.email, 'reset_password_token')
     reset = {'reset_password_token': token, 'password': user.password}
     for _ in range(29):
         right_sign_in(testapp, user)
