@@ -1210,6 +1210,7 @@ REQUEST_EXAMPLES = {
     'mfa_verify': {'otp_code': '492039'},
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
+    'profile_sessions_delete': {'include_access_token': True},
     'password_reset_update': {
         'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
         'password': 'a new long passphrase',

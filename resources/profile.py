@@ -249,7 +249,7 @@ class ProfileAccessToken:
     once."""
 
     access = {'POST': 'session'}
-    responses = {'POST': {200: 'user'}}
+    responses = {'POST': {200: 'user', 403: 'reauthentication_required'}}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -260,20 +260,19 @@ class ProfileAccessToken:
         """Replace your API access token
 
         A new `access_token`; the old one stops working at once. Needs the token headers
-        of a sign-in (403 with `api_access_token`).
+        of a sign-in (403 with `api_access_token`) that checked the password or a second
+        factor within the last 15 minutes (`REAUTH_WINDOW_MINUTES`; else 403
+        `reauthentication_required`: sign in again).
         """
         caller = req.context.caller
         with self._pool.connection() as conn:
             with conn.transaction():
-                credentials.change(
+                credentials.reset_access_token(
                     conn,
                     self._queries,
                     self._config,
-                    caller.id,
-                    reason='reset_access_token',
-                    keep_client=caller.token[1],
-                    rotate_pubsub=False,
-                    facts=req.context.facts,
+                    caller,
+                    req.context.facts,
                 )
             send_json_text(
                 resp, profiles.document(conn, self._queries, self._config, caller.id)

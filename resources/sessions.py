@@ -10,6 +10,7 @@ from resources import send_json_text
 from resources import send_outcome
 from services import addresses
 from services import audit
+from services import credentials
 from services import memberships
 from services import sessions
 from services import sign_in
@@ -149,6 +150,7 @@ class ProfileSessionCollection:
 
     access = {'GET': 'session', 'DELETE': 'session'}
     responses = {'GET': {200: 'sessions'}, 'DELETE': {200: 'revoked'}}
+    schemas = {'DELETE': 'profile_sessions_delete'}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -172,13 +174,19 @@ class ProfileSessionCollection:
     def on_delete(self, req, resp):
         """End every other session
 
-        Signs out every device but this one; 200 `{"revoked": N}`. Token headers only
-        (403 with `api_access_token`).
+        Signs out every device but this one; 200 `{"revoked": N}`. With the body
+        `{"include_access_token": true}` the API access token is replaced too (the old
+        one stops working at once; you get the e-mail of a replaced token); no body:
+        sessions only. Token headers only (403 with `api_access_token`).
         """
-        caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():
-            revoked = sessions.revoke_others(
-                conn, self._queries, caller.id, caller.token[1], req.context.facts
+            revoked = credentials.end_other_sessions(
+                conn,
+                self._queries,
+                self._config,
+                req.context.caller,
+                req.context.doc.get('include_access_token') is True,
+                req.context.facts,
             )
         resp.media = {'revoked': revoked}
 

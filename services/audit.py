@@ -51,6 +51,9 @@ SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
 FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited', 'suspended')
 USER_AGENT_LIMIT = 512
 IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer
+# The details key naming the personal access token that acted (SPEC 17); never present
+# for a session or the profile's access_token.
+ACTING_TOKEN = 'acting_personal_access_token_id'
 _SECRET_KEY = re.compile(r'password|token|secret|otp|code|digest', re.IGNORECASE)
 
 
@@ -151,19 +154,17 @@ def record(
     """Append one audit row in the caller's transaction.
 
     ``facts``: the RequestFacts of the request, or None; the IP address, user agent and
-    session come from it, and a personal access token's id goes into ``details`` as
-    ``personal_access_token_id``. ``actor_id`` defaults to the signed-in caller,
-    ``subject_id`` to the actor. ``session_id`` overrides the request's (a sign-in
-    records the session it opened).
+    session come from it, and the id of the personal access token the request came
+    with goes into ``details`` under ACTING_TOKEN (apart from
+    ``personal_access_token_id``, the token a creation or revocation is about).
+    ``actor_id`` defaults to the signed-in caller, ``subject_id`` to the actor.
+    ``session_id`` overrides the request's (a sign-in records the session it opened).
     """
     if event not in EVENTS:
         raise ValueError(f'unknown audit event {event!r}')
     facts = facts or NO_REQUEST
     if facts.personal_token_id is not None:
-        details = {
-            **(details or {}),
-            'personal_access_token_id': facts.personal_token_id,
-        }
+        details = {**(details or {}), ACTING_TOKEN: facts.personal_token_id}
     if actor_id is None:
         actor_id = facts.caller_id
     conn.execute(

@@ -91,6 +91,47 @@ def change(
     )
 
 
+def reset_access_token(conn, queries, config, caller, facts):
+    """``POST /api/v1/profile/reset_access_token``: a new access token, minted only for
+    a session that checked a password or a second factor recently (SPEC 3.4), in the
+    caller's transaction; the caller's session stays."""
+    sessions.require_recent_authentication(
+        conn, queries, config, caller.id, caller.session_id
+    )
+    change(
+        conn,
+        queries,
+        config,
+        caller.id,
+        reason='reset_access_token',
+        keep_client=caller.token[1],
+        rotate_pubsub=False,
+        facts=facts,
+    )
+
+
+def end_other_sessions(conn, queries, config, caller, include_access_token, facts):
+    """The owner ends every session but this one, and with ``include_access_token``
+    replaces the access token too (SPEC 3.4; the reference dashboard asks for sessions
+    only). Inside the caller's transaction; returns how many sessions ended.
+
+    A replaced token is announced as reset_access_token is (its audit event and
+    e-mail), but needs no recent authentication: it ends a credential, and the new one
+    is read as the old one was (GET /api/v1/profile).
+    """
+    if include_access_token:
+        conn.execute(
+            queries['credentials.replace_access_token'],
+            {'user_id': caller.id, 'access_token': tokens.new_token()},
+        )
+        # The row lock waited for whatever committed meanwhile (a lockout, a reset).
+        sessions.require_kept(conn, queries, caller.id, caller.token[1])
+    revoked = sessions.revoke_others(conn, queries, caller.id, caller.token[1], facts)
+    if include_access_token:
+        announce(conn, queries, config, caller.id, 'reset_access_token', facts=facts)
+    return revoked
+
+
 def announce(
     conn,
     queries,

@@ -293,6 +293,11 @@ def start_enrolment(
     a code.
     """
     user = _lock_user(conn, queries, user_id)
+    # The refusals that need no password first: they run no bcrypt (SPEC 3.4).
+    if user['enabled']:
+        raise errors.Unprocessable(message=ALREADY_ENABLED)
+    if not user['confirmed']:
+        raise errors.Unprocessable(message=UNCONFIRMED)
     if password is not None and not (
         isinstance(password, str)
         and checks.note(
@@ -300,10 +305,6 @@ def start_enrolment(
         )
     ):
         raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
-    if user['enabled']:
-        raise errors.Unprocessable(message=ALREADY_ENABLED)
-    if not user['confirmed']:
-        raise errors.Unprocessable(message=UNCONFIRMED)
     secret = pyotp.random_base32()
     conn.execute(
         queries['mfa.start_enrolment'],
@@ -408,6 +409,10 @@ def disable(
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
+    if _given(otp_code) is None and _given(backup_code) is None:
+        # No code: refused before the password is checked, without a bcrypt run
+        # (SPEC 3.4), and spending neither budget: nothing was guessed.
+        raise errors.Unprocessable(message=INVALID_DISABLE)
     password_ok = checks.note(
         'password',
         isinstance(password, str)

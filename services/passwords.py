@@ -32,9 +32,11 @@ def hash_password(password, rounds):
 def check_password(password, hashed):
     """True when ``password`` matches; False for any unusable input, never an error.
 
-    ``hashed`` is None for a user without a password (after an e-mail revert).
+    ``hashed`` is None for a user without a password (after an e-mail revert). An empty
+    password is nobody's (SPEC 15): refused without a bcrypt run, which costs the same
+    for every user and every address (SPEC 3.4: a missing field runs no bcrypt).
     """
-    if hashed is None or not isinstance(password, str):
+    if hashed is None or not isinstance(password, str) or not password:
         return False
     try:
         return bcrypt.checkpw(password.encode('utf-8'), hashed.encode('ascii'))
@@ -78,17 +80,25 @@ def _personal_parts(email, name):
     return {part for part in parts if len(part) >= PERSONAL_PART_MIN}
 
 
-def problem(config, password, *, email=None, name=None, current_hash=None):
+def problem(
+    config, password, *, email=None, name=None, current_hash=None, current=None
+):
     """The first SPEC 15 rule ``password`` breaks, as (attribute, message), else None.
 
     The length rules are the schemas'; call this only for a password they accepted.
+    ``current``: the current password, when the caller has just checked it, so that the
+    reuse rule needs no second bcrypt run; else ``current_hash``.
     """
     lowered = password.lower()
     if lowered in common_passwords():
         return ('password', TOO_COMMON)
     if any(part in lowered for part in _personal_parts(email, name)):
         return ('password', PERSONAL)
-    if current_hash is not None and check_password(password, current_hash):
+    if (
+        password == current
+        if current is not None
+        else current_hash is not None and check_password(password, current_hash)
+    ):
         return ('password', REUSED)
     if config.breached_password_check == 'hibp' and breached(
         password, config.hibp_range_url

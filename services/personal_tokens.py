@@ -25,12 +25,9 @@ def create(conn, queries, config, user_id, session_id, doc, facts):
     have checked a password or second factor within REAUTH_WINDOW_MINUTES (SPEC 3.4): a
     stolen session alone cannot mint a credential that outlives it.
     """
-    # Serialises creation per user: the cap of MAX_LIVE holds under concurrency. Taken
-    # before the session is looked at, so a lockout (SPEC 18) or a reset that ended it
-    # while this waited is seen: a 401, no token that outlives it.
-    conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
-    if not sessions.recently_authenticated(conn, queries, config, session_id):
-        raise errors.ReauthenticationRequired()
+    # The user row it locks serialises creation per user: the cap of MAX_LIVE holds
+    # under concurrency.
+    sessions.require_recent_authentication(conn, queries, config, user_id, session_id)
     scopes = sorted(set(doc['scopes']))
     account_ids = doc.get('account_ids')
     if account_ids is not None:

@@ -92,12 +92,15 @@ def update(
             )
             if keep_client is None and (new_email or _changes_password(profile)):
                 raise errors.NeedsSession()
+            if new_email:
+                # Before any password check: a change the daily limit refuses runs no
+                # bcrypt (SPEC 3.4). A refusal after it rolls the count back.
+                _count_email_change(conn, queries, user_id)
             _check(config, validator, doc, profile, user, checks)
             if new_email:
                 _check_recent_authentication(
                     conn, queries, config, profile, user, facts, checks
                 )
-                _count_email_change(conn, queries, user_id)
             if _changes_password(profile):
                 # Before the new address is written: a credential change drops a pending
                 # one.
@@ -307,7 +310,8 @@ def _check(config, validator, doc, profile, user, checks):
             profile['password'],
             email=user['email'],
             name=name,
-            current_hash=user['encrypted_password'],
+            # Checked right above: the reuse rule compares it, no second bcrypt.
+            current=profile['current_password'],
         )
         if found:
             problems.setdefault(*found)

@@ -158,6 +158,18 @@ def recently_authenticated(conn, queries, config, session_id):
     return row['recent']
 
 
+def require_recent_authentication(conn, queries, config, user_id, session_id):
+    """403 reauthentication_required unless session ``session_id`` checked a password
+    or a second factor within REAUTH_WINDOW_MINUTES (SPEC 3.4: minting a credential).
+
+    Locks the user row first (serialising what the caller mints next), so that a session
+    a lockout (SPEC 18) or a reset ended while this waited is the 401 of a revoked one.
+    """
+    conn.execute(queries['users.lock_for_token'], {'user_id': user_id})
+    if not recently_authenticated(conn, queries, config, session_id):
+        raise errors.ReauthenticationRequired()
+
+
 def require_kept(conn, queries, user_id, client):
     """401 when the caller's session ``client`` is gone since the access rules found
     it. For a request that acts with a session and hands out a credential (a new access

@@ -60,6 +60,10 @@ def new_token(testapp, user, **fields):
     return create(testapp, user, **fields).json['token']
 
 
+# The details key of an audit event caused by a personal access token (SPEC 17).
+ACTING = 'acting_personal_access_token_id'
+
+
 def bearer(token):
     return {'Authorization': f'Bearer {token}'}
 
@@ -229,6 +233,27 @@ def test_only_accounts_of_the_caller_may_be_named(testapp, admin, make_account, 
     assert stored(conn, admin.id) == []
     created = create(testapp, admin, account_ids=[admin.account_id]).json
     assert created['account_ids'] == [admin.account_id]
+
+
+def test_a_suspended_member_cannot_name_that_account(
+    testapp, admin, make_account, make_user, conn
+):
+    """SPEC 18: a member suspended from an account mints no token for it (422, as for an
+    account they are not a member of), while one for their other account still works."""
+    member = make_user(account_id=admin.account_id)
+    other = make_account('Still active')
+    join(conn, other, member.id)
+    testapp.post(
+        f'/api/v1/accounts/{admin.account_id}/agents/{member.id}/suspend',
+        headers=admin.headers,
+    )
+    answer = create(testapp, member, status=422, account_ids=[admin.account_id])
+    assert answer.json == {
+        'message': personal_tokens.NOT_A_MEMBER,
+        'attributes': ['account_ids'],
+    }
+    assert stored(conn, member.id) == []
+    assert create(testapp, member, account_ids=[other]).json['account_ids'] == [other]
 
 
 def test_the_expiry_may_be_one_to_366_days(testapp, make_user):
@@ -998,16 +1023,26 @@ def test_a_session_issued_long_ago_but_used_now_is_still_stale(
 
 def test_the_audit_log_names_the_token_that_acted(testapp, admin, make_user, conn):
     """After a leak, the owner and the administrators can tell what that token did: an
-    event a personal access token causes carries its id; one a session causes does
-    not."""
+    event a personal access token causes carries its id as
+    acting_personal_access_token_id; one a session causes does not, not even one about
+    a token (its creation or revocation names that token as
+    personal_access_token_id)."""
     made = create(testapp, admin, scopes=['account:write']).json
     account = f'/api/v1/accounts/{admin.account_id}'
     testapp.patch_json(account, {'name': 'By token'}, headers=bearer(made['token']))
     testapp.patch_json(account, {'name': 'By session'}, headers=admin.headers)
     changes = events(conn, admin.id, 'account_settings_changed')
-    assert [row['details'].get('personal_access_token_id') for row in changes] == [
+    assert [row['details'].get(ACTING) for row in changes] == [made['id'], None]
+    revoked = create(testapp, admin).json
+    testapp.delete(f'{TOKENS}/{revoked["id"]}', headers=admin.headers)
+    about_tokens = events(conn, admin.id, 'personal_access_token_created') + events(
+        conn, admin.id, 'personal_access_token_revoked'
+    )
+    assert [row['details'].get(ACTING) for row in about_tokens] == [None] * 3
+    assert [row['details']['personal_access_token_id'] for row in about_tokens] == [
         made['id'],
-        None,
+        revoked['id'],
+        revoked['id'],
     ]
     # A role refusal: an agent's token, with the scope, on an administrators' route.
     agent = make_user(account_id=admin.account_id)
@@ -1016,9 +1051,7 @@ def test_the_audit_log_names_the_token_that_acted(testapp, admin, make_user, con
         account, {'name': 'Mine'}, headers=bearer(refused['token']), status=401
     )
     refusals = events(conn, agent.id, 'access_refused')
-    assert [row['details']['personal_access_token_id'] for row in refusals] == [
-        refused['id']
-    ]
+    assert [row['details'][ACTING] for row in refusals] == [refused['id']]
     # What the owner reads in their feed says so too.
     feed = testapp.get('/api/v1/profile/audit_events', headers=admin.headers).json
     by_token = [
@@ -1026,4 +1059,4 @@ def test_the_audit_log_names_the_token_that_acted(testapp, admin, make_user, con
         for event in feed['events']
         if event['event'] == 'account_settings_changed'
     ]
-    assert by_token[-1]['details']['personal_access_token_id'] == made['id']
+    assert by_token[-1]['details'][ACTING] == made['id']

@@ -423,7 +423,8 @@ def test_a_password_reset_and_an_access_token_reset_of_that_user_both_complete(
                 service + '/api/v1/profile/reset_access_token',
                 headers=owner.headers,
             ),
-            'personal_tokens_revoked',
+            # Its recent authentication is asked under the row's lock (SPEC 3.4).
+            'Serialises token issuance',
         ),
         # Wherever it waits for the user's row.
         (resetting, ''),

@@ -215,6 +215,63 @@ def test_ending_every_other_session(testapp, make_user, conn):
     }
 
 
+def test_ending_every_other_session_can_replace_the_access_token(
+    testapp, make_user, conn
+):
+    """SPEC 3.4: the owner's "end other sessions" leaves the API token working unless
+    asked (the reference dashboard sends no body); with include_access_token it goes
+    too, as on the administrators' route, and the owner is told as for a reset."""
+    user = make_user()
+    other = headers_of(sign_in(testapp, user))
+    api = {'api_access_token': user.access_token}
+    # No body, an empty object, false: sessions only.
+    testapp.delete('/api/v1/profile/sessions', headers=user.headers)
+    testapp.delete_json('/api/v1/profile/sessions', {}, headers=user.headers)
+    testapp.delete_json(
+        '/api/v1/profile/sessions',
+        {'include_access_token': False},
+        headers=user.headers,
+    )
+    testapp.get('/api/v1/profile', headers=api, status=200)
+    testapp.get('/api/v1/profile', headers=other, status=401)
+    other = headers_of(sign_in(testapp, user))
+    resp = testapp.delete_json(
+        '/api/v1/profile/sessions',
+        {'include_access_token': True},
+        headers=user.headers,
+    )
+    assert resp.json == {'revoked': 1}
+    testapp.get('/api/v1/profile', headers=api, status=401)
+    testapp.get('/api/v1/profile', headers=other, status=401)
+    new = testapp.get('/api/v1/profile', headers=user.headers).json['access_token']
+    assert new != user.access_token
+    testapp.get('/api/v1/profile', headers={'api_access_token': new}, status=200)
+    assert [
+        row['event']
+        for row in conn.execute(
+            'SELECT event FROM audit_events WHERE subject_id = %s'
+            " AND event IN ('session_revoked', 'access_token_reset') ORDER BY id",
+            (user.id,),
+        )
+    ] == ['session_revoked', 'session_revoked', 'access_token_reset']
+    assert (
+        conn.execute(
+            'SELECT count(*) AS n FROM mail_outbox WHERE to_address = %s'
+            " AND subject ILIKE '%%access token%%'",
+            (user.email,),
+        ).fetchone()['n']
+        == 1
+    )
+    # Anything but a boolean: the usual 422, nothing ended.
+    testapp.delete_json(
+        '/api/v1/profile/sessions',
+        {'include_access_token': 'yes'},
+        headers=user.headers,
+        status=422,
+    )
+    testapp.get('/api/v1/profile', headers={'api_access_token': new}, status=200)
+
+
 def test_a_browser_at_the_cap_is_asked_which_session_to_end(
     make_testapp, make_user, conn
 ):

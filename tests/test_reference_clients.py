@@ -402,6 +402,40 @@ def test_reset_access_token_refuses_the_access_token_itself(testapp, make_user, 
     assert testapp.post('/api/v1/profile/reset_access_token', status=401).json['errors']
 
 
+def test_reset_access_token_needs_recent_authentication(testapp, make_user, conn):
+    """SPEC 3.4, minting a credential: a session whose last password or second-factor
+    check is older than REAUTH_WINDOW_MINUTES (a stolen one, kept alive by use) gets no
+    new access token; the owner signing in again does."""
+    user = make_user()
+    conn.execute(
+        "UPDATE user_tokens SET authenticated_at = now() - interval '16 minutes',"
+        ' last_used_at = now() WHERE user_id = %s',
+        (user.id,),
+    )
+    answer = testapp.post(
+        '/api/v1/profile/reset_access_token', headers=user.headers, status=403
+    )
+    assert answer.json == {
+        'error': 'Sign in again to change this',
+        'error_code': 'reauthentication_required',
+    }
+    stored = conn.execute(
+        'SELECT access_token FROM users WHERE id = %s', (user.id,)
+    ).fetchone()['access_token']
+    assert stored == user.access_token
+    assert not conn.execute(
+        'SELECT 1 FROM audit_events WHERE subject_id = %s'
+        " AND event = 'access_token_reset'",
+        (user.id,),
+    ).fetchone()
+    signed_in = testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}
+    ).headers
+    fresh = {name: signed_in[name] for name in ('access-token', 'client', 'uid')}
+    renewed = testapp.post('/api/v1/profile/reset_access_token', headers=fresh).json
+    assert renewed['access_token'] != user.access_token
+
+
 # The user and account JSON fields the clients read.
 
 

@@ -1098,7 +1098,8 @@ def test_an_access_token_reset_while_a_lockout_waits_is_refused(
         conn,
         direct_database_url,
         minting(service, member, '/api/v1/profile/reset_access_token'),
-        'SPEC 3.3 "credential change"',
+        # Recent authentication is asked under the user row's lock (SPEC 3.4).
+        'Serialises token issuance',
     )
     refused_without_a_working_token(
         service, answer, 'access_token', lambda token: {'api_access_token': token}

@@ -86,7 +86,7 @@ SELECT id, name, email
 -- new password is checked against them (bcrypt, the breached-password lookup: up to
 -- seconds) before the transaction that takes the link locks the user's row. The same
 -- conditions as take_reset_token, which decides.
-SELECT u.email, u.name, u.encrypted_password
+SELECT u.id, u.email, u.name, u.encrypted_password
   FROM one_time_tokens t
   JOIN users u ON u.id = t.user_id
  WHERE t.token_digest = %(token_digest)s

@@ -71,3 +71,11 @@ UPDATE users u
   FROM locked_out l
  WHERE u.id = l.id
 RETURNING (SELECT count(*) FROM revoked) AS revoked;
+
+-- name: replace_access_token
+-- The owner's DELETE /api/v1/profile/sessions with include_access_token (SPEC 3.4): the
+-- access token is replaced, nothing else, as the administrators' route does. First in its
+-- transaction: the user's row before their sessions, the order of every path that ends them.
+UPDATE users
+   SET access_token = %(access_token)s, updated_at = now()
+ WHERE id = %(user_id)s;

@@ -3,7 +3,8 @@
 -- cannot both take the last of the max_live places. The user's expired tokens go first.
 -- Nothing is inserted for an unconfirmed user (an address nobody has proven is nobody's
 -- yet, SPEC 3.4), nor when the user already has max_live live tokens (too_many) or names
--- an account they are not a member of (not_member); doc is then null.
+-- an account they are not an active member of (not_member: a suspended member is refused
+-- as a stranger, SPEC 18); doc is then null.
 WITH pruned AS (
     DELETE FROM personal_access_tokens
      WHERE user_id = %(user_id)s
@@ -23,7 +24,8 @@ WITH pruned AS (
      WHERE NOT EXISTS (SELECT 1
                          FROM account_users au
                         WHERE au.user_id = %(user_id)s
-                          AND au.account_id = named.account_id)
+                          AND au.account_id = named.account_id
+                          AND au.status = 'active')
 ), inserted AS (
     INSERT INTO personal_access_tokens (user_id, name, token_digest, scopes, account_ids, expires_at)
     SELECT %(user_id)s, %(name)s, %(token_digest)s, %(scopes)s::text[], %(account_ids)s::bigint[],
