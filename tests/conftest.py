@@ -19,6 +19,7 @@ from services import sessions
 from services import users
 from tests import contract
 from tests.pgbouncer import PgBouncer
+from tests.smtp_server import smtp_server
 from tests.support.database import app_role
 from tests.support.database import new_database
 from tests.support.database import pooler_env
@@ -100,6 +101,13 @@ def database_url(request, direct_database_url, app_database_url):
 
 
 # --- end issue 14 ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def inbox():
+    """A real SMTP server of the test's own (tests/smtp_server.py): what was mailed."""
+    with smtp_server() as inbox:
+        yield inbox
 
 
 @pytest.fixture(scope='session')

@@ -7,7 +7,6 @@ import re
 import pytest
 
 from tests.smtp_server import deliver
-from tests.smtp_server import smtp_server
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 
@@ -17,12 +16,6 @@ RESET_REQUESTED = {
     'A email with instructions will be sent to your email if it exists.'
 }
 NEW_PASSWORD = 'a brand new secret'
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
 
 
 def state(conn):

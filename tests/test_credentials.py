@@ -13,7 +13,6 @@ import sys
 import pytest
 
 from tests.smtp_server import deliver
-from tests.smtp_server import smtp_server
 from tests.support.servers import http
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
@@ -28,12 +27,6 @@ INVALID_LOGIN = {
 }
 UNAUTHENTICATED = {'errors': ['You need to sign in or sign up before continuing.']}
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
 
 
 def token_headers(answer):

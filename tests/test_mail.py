@@ -26,12 +26,6 @@ from tests.support.users import unique_email
 FRONTEND = 'http://frontdesk.test'
 
 
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
-
-
 @pytest.fixture(scope='session')
 def certificate(tmp_path_factory):
     return self_signed_certificate(tmp_path_factory.mktemp('smtp-tls'))

@@ -12,7 +12,6 @@ import pytest
 
 import config as config_module
 from tests.smtp_server import deliver
-from tests.smtp_server import smtp_server
 from tests.support.users import unique_email
 from tests.test_credentials import ATTACKER_PASSWORD
 from tests.test_credentials import Client
@@ -139,12 +138,6 @@ def test_every_security_route_refuses_the_api_token(testapp, admin):
 
 
 # A mailbox link undoes only what came after it.
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
 
 
 @pytest.fixture

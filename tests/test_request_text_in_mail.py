@@ -2,17 +2,7 @@
 security e-mail's device line loses its control characters, is cut at 100 and is never
 a link."""
 
-import pytest
-
-from tests.smtp_server import smtp_server
 from tests.test_security_mail import received
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
-
 
 # ua-parser reads the device name out of the parentheses: text the client chose.
 AGENT = (

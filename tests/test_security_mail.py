@@ -4,10 +4,7 @@ which address and device, and what to do if it was not the user."""
 import datetime
 import re
 
-import pytest
-
 from tests.smtp_server import deliver
-from tests.smtp_server import smtp_server
 from tests.support.users import PASSWORD
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
@@ -17,12 +14,6 @@ SAFARI = (
 )
 NEW_PASSWORD = 'a brand new secret 9'
 IP = '192.0.2.55'
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
 
 
 def client(headers=None, agent=FIREFOX, ip=IP):

@@ -13,7 +13,6 @@ import urllib.parse
 import pytest
 
 from tests.smtp_server import deliver
-from tests.smtp_server import smtp_server
 from tests.support.users import unique_email
 from tests.test_credentials import ATTACKER_PASSWORD
 from tests.test_credentials import Client
@@ -27,12 +26,6 @@ from tests.test_request_text_in_mail import AGENT
 NOTICE = 'Your e-mail address is confirmed'
 RESET = ('/app/auth/password/edit', 'reset_password_token')
 BROWSER = 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0'
-
-
-@pytest.fixture
-def inbox():
-    with smtp_server() as inbox:
-        yield inbox
 
 
 @pytest.fixture
