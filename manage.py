@@ -26,8 +26,8 @@ import schema_dump
 from services import mfa
 from services import outbox
 from services import passwords
-from services import profiles
 from services import users
+import userdoc
 from validators import load_validators
 
 
@@ -123,7 +123,7 @@ def cmd_create_user(config, args):
                 )
             except psycopg.errors.ForeignKeyViolation:
                 sys.exit(f'create-user: no account with id {args.account_id}')
-        doc = profiles.document(conn, queries, config, user_id)
+        doc = userdoc.read(conn, queries, config, user_id)
     sys.stdout.write(
         orjson.dumps(orjson.loads(doc), option=orjson.OPT_INDENT_2).decode() + '\n'
     )

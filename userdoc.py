@@ -50,5 +50,11 @@ def render(doc, now, avatar_url_prefix):
     return orjson.dumps(doc).decode()
 
 
+def read(conn, queries, config, user_id):
+    """The user JSON text of ``user_id``: its stored document, finished."""
+    row = conn.execute(queries['users.document'], {'user_id': user_id}).fetchone()
+    return render_text(row['doc'], row['now'], config.avatar_url_prefix)
+
+
 def render_text(text, now, avatar_url_prefix):
     return render(parse(text), now, avatar_url_prefix)

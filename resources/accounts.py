@@ -8,9 +8,9 @@ from resources import send_json_text
 from resources import send_outcome
 from services import audit
 from services import memberships
-from services import profiles
 from services import sign_in
 from services import users
+import userdoc
 
 CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
 ENFORCE_MFA_NEEDS_MFA = (
@@ -84,7 +84,7 @@ class AccountCollection:
                     locale=doc.get('locale') or 'en',
                     stamp_active=True,
                 )
-            user_doc = profiles.document(conn, self._queries, self._config, caller.id)
+            user_doc = userdoc.read(conn, self._queries, self._config, caller.id)
         send_json_text(resp, user_doc, key='data')
 
 

@@ -11,6 +11,7 @@ from services import avatars
 from services import credentials
 from services import memberships
 from services import profiles
+import userdoc
 
 # Multipart text fields; anything else named profile[...] is ignored like an unknown
 # JSON key.
@@ -210,7 +211,7 @@ class ProfileMembershipSetting:
                     conn, self._queries, params['account_id'], user_id
                 )
             send_json_text(
-                resp, profiles.document(conn, self._queries, self._config, user_id)
+                resp, userdoc.read(conn, self._queries, self._config, user_id)
             )
 
 
@@ -275,5 +276,5 @@ class ProfileAccessToken:
                     req.context.facts,
                 )
             send_json_text(
-                resp, profiles.document(conn, self._queries, self._config, caller.id)
+                resp, userdoc.read(conn, self._queries, self._config, caller.id)
             )

@@ -9,7 +9,7 @@ not import which (tests/test_layers.py holds every import to both).
 # rows, sessions and security e-mails, and imports only audit; in credentials, mail
 # (security_mail) could not use it.
 PARTS = {
-    # sign_in ends every way in with the user JSON (profiles): accounts'.
+    # sign_in signs up too (users, captcha): accounts'.
     'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships', 'sign_in'),
     'credentials': (
         'credentials',

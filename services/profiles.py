@@ -250,13 +250,7 @@ def remove_avatar(conn, queries, config, user_id):
         ).fetchone()
         conn.execute(queries['profile.clear_avatar'], {'user_id': user_id})
     avatars.remove(config.avatar_dir, user['avatar'])
-    return document(conn, queries, config, user_id)
-
-
-def document(conn, queries, config, user_id):
-    """The user JSON of ``user_id`` (userdoc.py finishes the stored document)."""
-    row = conn.execute(queries['users.document'], {'user_id': user_id}).fetchone()
-    return userdoc.render_text(row['doc'], row['now'], config.avatar_url_prefix)
+    return userdoc.read(conn, queries, config, user_id)
 
 
 def _profile(validator, doc, upload):

@@ -18,11 +18,11 @@ from services import credentials
 from services import guessing
 from services import mfa
 from services import passwords
-from services import profiles
 from services import security_mail
 from services import sessions
 from services import users
 import tokens
+import userdoc
 
 INVALID_LOGIN = {
     'success': False,
@@ -361,7 +361,7 @@ def _outcome(conn, queries, config, user_id, uid, kind, session):
     """
     if kind:
         return Outcome(challenge=mfa.issue_challenge(conn, queries, user_id, uid, kind))
-    document = profiles.document(conn, queries, config, user_id)
+    document = userdoc.read(conn, queries, config, user_id)
     return Outcome(session=session, uid=uid, document=document)
 
 
