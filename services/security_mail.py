@@ -6,6 +6,7 @@ says what to do if it was not the user (services/mail.py renders them).
 
 import datetime
 
+from services import addresses
 from services import devices
 from services import mail
 import tokens
@@ -171,7 +172,7 @@ def sign_up_notice(conn, queries, config, confirmed, presented):
             'user_id': confirmed['user_id'],
             'digests': [tokens.digest(token) for token, _, _ in presented],
             'clients': [client for _, client, _ in presented],
-            'uids': [uid.strip().lower() for _, _, uid in presented],
+            'uids': [addresses.normalise(uid) for _, _, uid in presented],
             'uid': confirmed['previous_email'],
             'idle_seconds': config.idle_seconds,
         },
