@@ -515,11 +515,35 @@ class AttackMachine(RuleBasedStateMachine):
         headers = None
         if with_session and actor.sessions:
             headers = self.session_headers(actor, pick)
+        # A user's first confirmation, made without a session: SPEC 3.4 rule 1.
+        first = headers is None and self.sql(
+            'SELECT 1 FROM one_time_tokens t JOIN users u ON u.id = t.user_id'
+            ' WHERE t.token_digest = %s AND t.expires_at > now()'
+            ' AND u.confirmed_at IS NULL',
+            tokens.digest(token),
+        )
         answer = self.confirm_with(actor, token, headers)
         assert answer.status in (200, 206, 401, 422, 429), answer.body
         if actor is self.owner and answer.status in (200, 206):
             self.account_email = address
             self.prove(self.holder_of(address))
+            if first:
+                self.owner_was_told(address)
+
+    def owner_was_told(self, address):
+        """Whoever chose the password of a sign-up with the owner's address may be
+        anyone: the owner's first confirmation without a session mails him a reset link
+        he did not ask for (the notice of SPEC 3.4 rule 1), so a quiet squatter who
+        never triggers another mail does not keep the password unseen."""
+        known = len(self.links)
+        self.sync_mail()
+        told = [
+            link
+            for link in self.links[known:]
+            if link[1] == 'reset' and link[3] == address
+        ]
+        assert told, 'a first confirmation without a session mailed the owner no link'
+        TALLY[('owner told of the sign-up', self.capability)] += 1
 
     def link_user(self, token):
         """The user a live one-time link was issued to, or None."""
