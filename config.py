@@ -79,6 +79,9 @@ class Config:
     log_format: str = 'text'
     # Issue 13 (MFA): key material for the TOTP secrets; None turns the feature off.
     secret_key: bytes | None = dataclasses.field(default=None, repr=False)
+    # SPEC 19: an issuer (and every URL its discovery names) may be on a loopback or
+    # private address, over http too: tests, providers on the same private network.
+    oidc_allow_private_issuers: bool = False
 
     @property
     def idle_seconds(self):
@@ -343,6 +346,7 @@ def load(env=None):
         mail_dir=mail_dir(env),
         log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),
         secret_key=_secret_key(env),
+        oidc_allow_private_issuers=_bool(env, 'OIDC_ALLOW_PRIVATE_ISSUERS', False),
     )
 
 

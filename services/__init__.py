@@ -1,7 +1,7 @@
 """Steps shared by several resources and the CLI: each needs a few queries in one
 transaction with a little Python between them (hashing, tokens, rendering mail).
 
-The modules fall in the four parts of PARTS, and IMPORTS_REFUSED says which part may
+The modules fall in the five parts of PARTS, and IMPORTS_REFUSED says which part may
 not import which (tests/test_layers.py holds every import to both).
 """
 
@@ -21,6 +21,8 @@ PARTS = {
     ),
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
+    # Single sign-on (SPEC 19): the provider's HTTP and tokens, settings, the flow.
+    'sso': ('oidc_http', 'oidc_tokens'),
 }
 # importing part: the parts it never imports.
 IMPORTS_REFUSED = {

@@ -583,9 +583,16 @@ CREATE TABLE public.one_time_tokens (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     failed_attempts integer DEFAULT 0 NOT NULL,
     mfa_enabled_at timestamp with time zone,
+    sso_account_id bigint,
+    sso_sid text,
+    sso_sub text,
+    idp_second_factor boolean DEFAULT false NOT NULL,
     CONSTRAINT one_time_tokens_failed_attempts_check CHECK ((failed_attempts >= 0)),
     CONSTRAINT one_time_tokens_mfa_revert_enablement CHECK (((purpose = 'mfa_revert'::text) = (mfa_enabled_at IS NOT NULL))),
-    CONSTRAINT one_time_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['confirmation'::text, 'reset_password'::text, 'email_revert'::text, 'mfa_challenge'::text, 'mfa_setup'::text, 'mfa_revert'::text]))),
+    CONSTRAINT one_time_tokens_purpose_check CHECK ((purpose = ANY (ARRAY['confirmation'::text, 'reset_password'::text, 'email_revert'::text, 'mfa_challenge'::text, 'mfa_setup'::text, 'mfa_revert'::text, 'sso'::text]))),
+    CONSTRAINT one_time_tokens_sso_provider CHECK (((purpose <> 'sso'::text) OR ((sso_account_id IS NOT NULL) AND (sso_sub IS NOT NULL)))),
+    CONSTRAINT one_time_tokens_sso_sid_check CHECK ((char_length(sso_sid) <= 255)),
+    CONSTRAINT one_time_tokens_sso_sub_check CHECK ((char_length(sso_sub) <= 255)),
     CONSTRAINT one_time_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32))
 );
 
@@ -621,6 +628,57 @@ CREATE TABLE public.schema_migrations (
     checksum text
 );
 
+CREATE TABLE public.sso_domains (
+    domain text NOT NULL,
+    account_id bigint NOT NULL,
+    CONSTRAINT sso_domains_domain_check CHECK ((domain ~ '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$'::text))
+);
+
+CREATE TABLE public.sso_flows (
+    id_digest bytea NOT NULL,
+    state_digest bytea NOT NULL,
+    nonce text NOT NULL,
+    code_verifier text NOT NULL,
+    account_id bigint NOT NULL,
+    email text NOT NULL,
+    target text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT sso_flows_code_verifier_check CHECK (((char_length(code_verifier) >= 43) AND (char_length(code_verifier) <= 128))),
+    CONSTRAINT sso_flows_email_check CHECK ((char_length(email) <= 254)),
+    CONSTRAINT sso_flows_id_digest_check CHECK ((octet_length(id_digest) = 32)),
+    CONSTRAINT sso_flows_nonce_check CHECK (((char_length(nonce) >= 22) AND (char_length(nonce) <= 128))),
+    CONSTRAINT sso_flows_state_digest_check CHECK ((octet_length(state_digest) = 32)),
+    CONSTRAINT sso_flows_target_check CHECK ((target = ANY (ARRAY['web'::text, 'mobile'::text])))
+);
+
+CREATE TABLE public.sso_logout_tokens (
+    account_id bigint NOT NULL,
+    jti text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT sso_logout_tokens_jti_check CHECK (((char_length(jti) >= 1) AND (char_length(jti) <= 255)))
+);
+
+CREATE TABLE public.sso_providers (
+    account_id bigint NOT NULL,
+    issuer text NOT NULL,
+    client_id text NOT NULL,
+    client_secret_encrypted bytea NOT NULL,
+    jit_provisioning boolean DEFAULT false NOT NULL,
+    enforce boolean DEFAULT false NOT NULL,
+    trust_idp_mfa boolean DEFAULT false NOT NULL,
+    discovery jsonb NOT NULL,
+    discovery_fetched_at timestamp with time zone DEFAULT now() NOT NULL,
+    jwks jsonb,
+    jwks_fetched_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT sso_providers_client_id_check CHECK (((char_length(client_id) >= 1) AND (char_length(client_id) <= 255))),
+    CONSTRAINT sso_providers_discovery_check CHECK ((jsonb_typeof(discovery) = 'object'::text)),
+    CONSTRAINT sso_providers_issuer_check CHECK (((char_length(issuer) >= 1) AND (char_length(issuer) <= 2048))),
+    CONSTRAINT sso_providers_jwks_check CHECK ((jsonb_typeof(jwks) = 'object'::text))
+);
+
 CREATE TABLE public.user_tokens (
     id bigint NOT NULL,
     user_id bigint NOT NULL,
@@ -639,6 +697,10 @@ CREATE TABLE public.user_tokens (
     authenticated_at timestamp with time zone DEFAULT now() NOT NULL,
     platform_version text,
     used boolean DEFAULT false NOT NULL,
+    sign_in_method text DEFAULT 'password'::text NOT NULL,
+    sso_account_id bigint,
+    sso_sid text,
+    sso_sub text,
     CONSTRAINT user_tokens_browser_name_check CHECK ((char_length(browser_name) <= 100)),
     CONSTRAINT user_tokens_browser_version_check CHECK ((char_length(browser_version) <= 100)),
     CONSTRAINT user_tokens_client_name_check CHECK ((char_length(client_name) <= 255)),
@@ -646,6 +708,9 @@ CREATE TABLE public.user_tokens (
     CONSTRAINT user_tokens_ip_address_check CHECK ((char_length(ip_address) <= 64)),
     CONSTRAINT user_tokens_platform_name_check CHECK ((char_length(platform_name) <= 100)),
     CONSTRAINT user_tokens_platform_version_check CHECK ((char_length(platform_version) <= 100)),
+    CONSTRAINT user_tokens_sign_in_method_check CHECK ((sign_in_method = ANY (ARRAY['password'::text, 'link'::text, 'sso'::text]))),
+    CONSTRAINT user_tokens_sso_sid_check CHECK ((char_length(sso_sid) <= 255)),
+    CONSTRAINT user_tokens_sso_sub_check CHECK ((char_length(sso_sub) <= 255)),
     CONSTRAINT user_tokens_token_digest_check CHECK ((octet_length(token_digest) = 32)),
     CONSTRAINT user_tokens_user_agent_check CHECK ((char_length(user_agent) <= 512))
 );
@@ -710,6 +775,21 @@ ALTER TABLE ONLY public.rate_limit_counters
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.sso_domains
+    ADD CONSTRAINT sso_domains_pkey PRIMARY KEY (domain);
+
+ALTER TABLE ONLY public.sso_flows
+    ADD CONSTRAINT sso_flows_pkey PRIMARY KEY (id_digest);
+
+ALTER TABLE ONLY public.sso_flows
+    ADD CONSTRAINT sso_flows_state_digest_key UNIQUE (state_digest);
+
+ALTER TABLE ONLY public.sso_logout_tokens
+    ADD CONSTRAINT sso_logout_tokens_pkey PRIMARY KEY (account_id, jti);
+
+ALTER TABLE ONLY public.sso_providers
+    ADD CONSTRAINT sso_providers_pkey PRIMARY KEY (account_id);
+
 ALTER TABLE ONLY public.user_tokens
     ADD CONSTRAINT user_tokens_pkey PRIMARY KEY (id);
 
@@ -751,6 +831,16 @@ CREATE INDEX personal_access_tokens_user_idx ON public.personal_access_tokens US
 
 CREATE INDEX rate_limit_counters_expires_at_idx ON public.rate_limit_counters USING btree (expires_at);
 
+CREATE INDEX sso_domains_account_idx ON public.sso_domains USING btree (account_id);
+
+CREATE INDEX sso_flows_expires_idx ON public.sso_flows USING btree (expires_at);
+
+CREATE INDEX sso_providers_issuer_idx ON public.sso_providers USING btree (issuer);
+
+CREATE INDEX user_tokens_sso_sid_idx ON public.user_tokens USING btree (sso_account_id, sso_sid) WHERE (sso_sid IS NOT NULL);
+
+CREATE INDEX user_tokens_sso_sub_idx ON public.user_tokens USING btree (sso_account_id, sso_sub) WHERE (sso_sub IS NOT NULL);
+
 CREATE TRIGGER account_users_refresh_doc AFTER INSERT OR DELETE ON public.account_users FOR EACH ROW EXECUTE FUNCTION public.account_users_refresh_doc();
 
 CREATE TRIGGER account_users_refresh_doc_on_change AFTER UPDATE ON public.account_users FOR EACH ROW WHEN ((((((((old.user_id IS DISTINCT FROM new.user_id) OR (old.account_id IS DISTINCT FROM new.account_id)) OR (old.role IS DISTINCT FROM new.role)) OR (old.availability IS DISTINCT FROM new.availability)) OR (old.auto_offline IS DISTINCT FROM new.auto_offline)) OR (old.active_at IS DISTINCT FROM new.active_at)) OR (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.account_users_refresh_doc();
@@ -772,10 +862,28 @@ ALTER TABLE ONLY public.mfa_recovery_codes
     ADD CONSTRAINT mfa_recovery_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.one_time_tokens
+    ADD CONSTRAINT one_time_tokens_sso_account_id_fkey FOREIGN KEY (sso_account_id) REFERENCES public.accounts(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.one_time_tokens
     ADD CONSTRAINT one_time_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.personal_access_tokens
     ADD CONSTRAINT personal_access_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.sso_domains
+    ADD CONSTRAINT sso_domains_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.sso_providers(account_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.sso_flows
+    ADD CONSTRAINT sso_flows_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.sso_providers(account_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.sso_logout_tokens
+    ADD CONSTRAINT sso_logout_tokens_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.sso_providers(account_id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.sso_providers
+    ADD CONSTRAINT sso_providers_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.user_tokens
+    ADD CONSTRAINT user_tokens_sso_account_id_fkey FOREIGN KEY (sso_account_id) REFERENCES public.accounts(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.user_tokens
     ADD CONSTRAINT user_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;

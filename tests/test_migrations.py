@@ -43,6 +43,7 @@ PINNED = {
     '0017_personal_access_tokens.sql': 'da59668e86520507b6f8fc5fedfb5fa4b5b1ec62df08d27541d339d9f52d6c9c',  # noqa: E501
     '0018_account_trigger_locks_members_in_id_order.sql': 'd3ca5fde71182d9ba45594d556d45bf7299b0057dbeae097c063175d25c1241d',  # noqa: E501
     '0019_app_role_owns_nothing.sql': '12a2ade1ee0b4707eb8465ac806ca6e97fa18361b05c6eee56e3f6504d815b00',  # noqa: E501
+    '0020_single_sign_on.sql': 'ecfa4076a077567ce4a85f2b7b4bdae1c692582cad4a28720da57348172e5010',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'
