@@ -1,10 +1,18 @@
-"""Random credentials, their digests, and the devise_token_auth response headers."""
+"""Random credentials, their digests, secrets sealed for storage, and the
+devise_token_auth response headers."""
 
+import functools
 import hashlib
+import os
 import re
 import secrets
 import string
 import zlib
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 # The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
 # on the successes of requests authenticated with them.
@@ -68,3 +76,41 @@ def set_headers(resp, token, client, expires_at, uid):
     resp.set_header('client', client)
     resp.set_header('expiry', str(int(expires_at.timestamp())))
     resp.set_header('uid', uid)
+
+
+# Secrets at rest (the TOTP secrets of SPEC 12, a provider's client secret of SPEC 19):
+# AES-256-GCM under a key derived from SECRET_KEY with a label of their own, so one
+# SECRET_KEY keys each kind apart. The version byte leads every stored value so a later
+# key or algorithm can be told apart; the associated data binds a value to its row.
+_SEAL_VERSION = b'\x01'
+_NONCE_BYTES = 12
+
+
+@functools.lru_cache(maxsize=8)
+def _aead(secret_key, label):
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label).derive(
+        secret_key
+    )
+    return AESGCM(key)
+
+
+def seal(secret_key, label, associated, text):
+    """``text`` encrypted for storage under ``label``, bound to ``associated``."""
+    nonce = os.urandom(_NONCE_BYTES)
+    sealed = _aead(secret_key, label).encrypt(nonce, text.encode(), associated)
+    return _SEAL_VERSION + nonce + sealed
+
+
+def unseal(secret_key, label, associated, stored):
+    """The text ``seal`` stored; None when it cannot be read with this key (changed
+    SECRET_KEY, a value copied to another row, tampering)."""
+    if stored is None or secret_key is None:
+        return None
+    stored = bytes(stored)
+    if stored[:1] != _SEAL_VERSION:
+        return None
+    nonce, sealed = stored[1 : 1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES :]
+    try:
+        return _aead(secret_key, label).decrypt(nonce, sealed, associated).decode()
+    except InvalidTag:
+        return None

@@ -6,7 +6,6 @@ the replay guard, and lock orders are always user before one-time token.
 """
 
 import datetime
-import functools
 import hashlib
 import hmac
 import logging
@@ -15,10 +14,6 @@ import re
 import secrets
 import time
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 import pyotp
 
 import errors
@@ -59,12 +54,8 @@ _LEGACY_LOOKALIKES = str.maketrans({'0': 'O', '1': 'I', '8': 'B'})
 _SEPARATORS = re.compile(r'[\s-]+')
 _CODE = re.compile(r'^[0-9]{6}$')
 
-# The key of the secrets is derived, not SECRET_KEY itself, so the same SECRET_KEY can
-# key other things later under other labels. The version byte leads every stored value
-# so a later key or algorithm can be told apart.
-_HKDF_INFO = b'frontdesk mfa totp-secret aes-256-gcm v1'
-_VERSION = b'\x01'
-_NONCE_BYTES = 12
+# The label of the TOTP secrets' key (tokens.seal).
+_SEAL_LABEL = b'frontdesk mfa totp-secret aes-256-gcm v1'
 
 INVALID_CODE = 'Invalid verification code'
 INVALID_CURRENT_PASSWORD = 'Invalid current password'
@@ -86,14 +77,6 @@ def require_available(config):
         raise errors.MFAUnavailable()
 
 
-@functools.lru_cache(maxsize=2)
-def _aead(secret_key):
-    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_HKDF_INFO).derive(
-        secret_key
-    )
-    return AESGCM(key)
-
-
 def _associated_data(user_id):
     # Binds the ciphertext to its row: copied onto another user it does not decrypt.
     return b'frontdesk users.otp_secret user_id=%d' % user_id
@@ -101,34 +84,23 @@ def _associated_data(user_id):
 
 def seal(config, user_id, secret):
     """The TOTP ``secret`` encrypted for storage in users.otp_secret."""
-    nonce = os.urandom(_NONCE_BYTES)
-    sealed = _aead(config.secret_key).encrypt(
-        nonce, secret.encode('ascii'), _associated_data(user_id)
+    return tokens.seal(
+        config.secret_key, _SEAL_LABEL, _associated_data(user_id), secret
     )
-    return _VERSION + nonce + sealed
 
 
 def unseal(config, user_id, stored):
     """The TOTP secret of users.otp_secret; None when it cannot be read with this
     key."""
-    if stored is None or config.secret_key is None:
-        return None
-    stored = bytes(stored)
-    if stored[:1] != _VERSION:
-        return None
-    nonce, sealed = stored[1 : 1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES :]
-    try:
-        return (
-            _aead(config.secret_key)
-            .decrypt(nonce, sealed, _associated_data(user_id))
-            .decode('ascii')
-        )
-    except InvalidTag:
+    secret = tokens.unseal(
+        config.secret_key, _SEAL_LABEL, _associated_data(user_id), stored
+    )
+    if secret is None and stored is not None and config.secret_key is not None:
         # SECRET_KEY changed, or the row was tampered with: no code can match.
         log.error(
             'the TOTP secret of user %s does not decrypt with this SECRET_KEY', user_id
         )
-        return None
+    return secret
 
 
 def code_step(secret, code, last_step, now=None):

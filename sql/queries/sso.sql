@@ -17,3 +17,17 @@ UPDATE sso_providers
 SELECT jwks
   FROM sso_providers
  WHERE account_id = %(account_id)s;
+
+-- name: provider_for_domain
+-- The provider that speaks for an address's domain (SPEC 19), with what a flow needs.
+SELECT p.account_id, p.issuer, p.client_id, p.client_secret_encrypted, p.discovery, p.jwks,
+       p.jit_provisioning, p.enforce, p.trust_idp_mfa
+  FROM sso_domains d
+  JOIN sso_providers p USING (account_id)
+ WHERE d.domain = %(domain)s;
+
+-- name: provider_of_account
+SELECT p.account_id, p.issuer, p.client_id, p.client_secret_encrypted, p.discovery, p.jwks,
+       p.jit_provisioning, p.enforce, p.trust_idp_mfa
+  FROM sso_providers p
+ WHERE p.account_id = %(account_id)s;
