@@ -5,7 +5,9 @@ tests/oidc_provider/server.mjs (a real oidc-provider), tests/support/oidc_provid
 sign-on tests stand on; here a relying party of the test's own, on Frontdesk's routes,
 takes their place, so a failure here is the harness's and not Frontdesk's. The test
 exchanges the code itself (client_secret_basic, PKCE) and checks the tokens with
-joserfc against the provider's JWKS.
+joserfc against the provider's JWKS. One test asks Frontdesk's own discovery
+(services/oidc_http.py) whether it takes this issuer: only with
+OIDC_ALLOW_PRIVATE_ISSUERS, as the SSO tests will run it.
 """
 
 import base64
@@ -21,6 +23,8 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 import pytest
 
+import config as config_module
+from services import oidc_http
 from tests.support.sso_browser import SsoBrowser
 from tests.support.users import unique_email
 
@@ -197,6 +201,19 @@ def test_discovery_says_what_frontdesk_needs(oidc_provider):
     assert {'openid', 'email', 'profile'} <= set(doc['scopes_supported'])
     for endpoint in ('authorization', 'token', 'registration', 'end_session'):
         assert doc[f'{endpoint}_endpoint'].startswith(oidc_provider.issuer + '/')
+
+
+def test_frontdesk_discovery_takes_it_only_with_private_issuers(oidc_provider):
+    def config(allow):
+        return config_module.Config(
+            database_url='postgresql://unused', oidc_allow_private_issuers=allow
+        )
+
+    doc = oidc_http.discover(config(True), oidc_provider.issuer)
+
+    assert doc['token_endpoint'] == oidc_provider.discovery['token_endpoint']
+    with pytest.raises(oidc_http.ProviderError):
+        oidc_http.discover(config(False), oidc_provider.issuer)
 
 
 def test_code_flow_gives_registered_claims_amr_and_sid(rp):
