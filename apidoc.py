@@ -55,6 +55,8 @@ RESPONSES = {
         ('Cache-Control',),
     ),
     'empty': ('Done.', _BODIES + 'empty', ()),
+    # No body at all (None): the document says so with no content.
+    'no_content': ('Done; no body.', None, ()),
     'signed_in': (
         'Signed in: the user, and the five headers of a new token (of the caller, when '
         'already signed in).',
@@ -281,6 +283,17 @@ RESPONSES = {
     'invalid_code': (
         'Wrong code (counted against the mfa_token).',
         _ERRORS + 'invalid_code',
+        (),
+    ),
+    # Single sign-on (SPEC 19).
+    'sso_settings': (
+        "The account's single sign-on settings; never the client secret.",
+        'response_sso_settings.json',
+        (),
+    ),
+    'sso_unavailable': (
+        'The server has no SECRET_KEY to encrypt the client secret with.',
+        _ERRORS + 'sso_unavailable',
         (),
     ),
     'bad_gateway': (
@@ -707,18 +720,21 @@ def _response(names, status, level):
     if echoed:
         for header in TOKEN_HEADERS:
             headers.setdefault(header, _header(header, False))
-    schemas = [{'$ref': _component_ref(RESPONSES[name][1], None)} for name in names]
-    return {
+    response = {
         'description': ' Or: '.join(RESPONSES[name][0] for name in names),
         # Read (and removed) by describe(), which picks the example.
         'x-names': names,
         'headers': headers,
-        'content': {
+    }
+    bodies = [RESPONSES[name][1] for name in names if RESPONSES[name][1]]
+    if bodies:
+        schemas = [{'$ref': _component_ref(body, None)} for body in bodies]
+        response['content'] = {
             'application/json': {
                 'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}
             }
-        },
-    }
+        }
+    return response
 
 
 def _operation(path_template, resource, method, schemas):
@@ -1104,6 +1120,24 @@ EXAMPLES = {
         'error_code': 'mfa_enrollment_required',
     },
     'invalid_mfa_token': {'error': 'Invalid or expired MFA token'},
+    'sso_settings': {
+        'sso_settings': {
+            'issuer': 'https://login.example.com/realms/acme',
+            'client_id': 'frontdesk',
+            'client_secret_set': True,
+            'allowed_domains': ['acme.example'],
+            'jit_provisioning': True,
+            'enforce': False,
+            'trust_idp_mfa': False,
+            'redirect_uri': 'https://desk.acme.example/omniauth/oidc/callback',
+            'backchannel_logout_uri': (
+                'https://desk.acme.example/auth/oidc/backchannel_logout'
+            ),
+        }
+    },
+    'sso_unavailable': {
+        'error': 'Single sign-on is not available. Please configure SECRET_KEY.'
+    },
     'personal_access_tokens': [_PERSONAL_TOKEN],
     'personal_access_token_created': {
         key: value
@@ -1211,6 +1245,15 @@ REQUEST_EXAMPLES = {
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
     'profile_sessions_delete': {'include_access_token': True},
+    'sso_settings': {
+        'sso_settings': {
+            'issuer': 'https://login.example.com/realms/acme',
+            'client_id': 'frontdesk',
+            'client_secret': 'pX8v2Lq9Tz4Rk7Wm1Nc5Hb3Jd6Fs0Ga',
+            'allowed_domains': ['acme.example'],
+            'jit_provisioning': True,
+        }
+    },
     'password_reset_update': {
         'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
         'password': 'a new long passphrase',
@@ -1237,7 +1280,7 @@ def describe(document):
                 content['example'] = copy.deepcopy(REQUEST_EXAMPLES[stem])
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
-                if name in EXAMPLES:
+                if name in EXAMPLES and 'content' in response:
                     response['content']['application/json']['example'] = copy.deepcopy(
                         EXAMPLES[name]
                     )

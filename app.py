@@ -46,6 +46,7 @@ from resources import openapi
 from resources import password_policy
 from resources import profile
 from resources import sessions
+from resources import sso_settings
 from services import passwords
 from validators import load_validators
 
@@ -127,6 +128,7 @@ def routes(pool, queries, config, validators):
             sessions.MemberSessions(pool, queries, config),
         ),
         (ACCOUNT + '/agents', members.AgentCollection(pool, queries, config)),
+        (ACCOUNT + '/sso_settings', sso_settings.SSOSettings(pool, queries, config)),
         (
             ACCOUNT + '/agents/{user_id:id}/suspend',
             members.MemberStatus(pool, queries, config, 'suspended'),

@@ -38,6 +38,9 @@ EVENTS = (
     'member_suspended',
     'member_reactivated',
     'account_settings_changed',
+    # SPEC 19: an administrator sets or removes the account's identity provider.
+    'sso_settings_updated',
+    'sso_settings_deleted',
     'access_refused',
     # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget
     # (services/guessing.py).

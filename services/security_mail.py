@@ -54,6 +54,18 @@ KINDS = {
         'Your access to an account is back',
         'An administrator reactivated your access to an account on Frontdesk.',
     ),
+    # SPEC 19: to every administrator of the account.
+    'sso_settings_updated': (
+        "An account's single sign-on settings were changed",
+        'An administrator changed the single sign-on settings of an account you '
+        'administer on Frontdesk: its members may now sign in through this identity '
+        'provider.',
+    ),
+    'sso_settings_deleted': (
+        "An account's single sign-on settings were removed",
+        'An administrator removed the single sign-on settings of an account you '
+        'administer on Frontdesk: its members sign in with passwords again.',
+    ),
     'mfa_enabled': (
         'Two-factor sign-in was turned on',
         'Two-factor sign-in was turned on for your Frontdesk account.',
