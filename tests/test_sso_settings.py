@@ -198,10 +198,7 @@ def test_a_put_without_a_secret_keeps_the_stored_one(
     refused = app.put_json(
         url(admin.account_id), no_secret, headers=admin.headers, status=422
     )
-    assert refused.json == {
-        'message': "Client secret can't be blank",
-        'attributes': ['client_secret'],
-    }
+    assert refused.json == {'message': "Client secret can't be blank"}
     assert_nothing_stored(conn, admin.account_id)
     app.put_json(
         url(admin.account_id), body(idp.issuer, [domain]), headers=admin.headers
@@ -319,7 +316,7 @@ def test_a_provider_that_fails_discovery_is_refused(
         headers=admin.headers,
         status=422,
     ).json
-    assert refused['attributes'] == ['issuer']
+    assert set(refused) == {'message'}
     assert refused['message'].startswith('The issuer cannot be used: ')
     assert says in refused['message']
     assert len(idp.requests) == 1
@@ -331,7 +328,8 @@ def test_a_provider_that_refuses_the_connection_is_refused(app, admin, domain, c
     refused = app.put_json(
         url(admin.account_id), body(issuer, [domain]), headers=admin.headers, status=422
     ).json
-    assert refused['attributes'] == ['issuer']
+    assert set(refused) == {'message'}
+    assert refused['message'].startswith('The issuer cannot be used: ')
     assert 'is unreachable' in refused['message']
     assert_nothing_stored(conn, admin.account_id)
 
@@ -446,7 +444,7 @@ def test_an_issuer_in_the_services_own_network_is_refused_uncalled(
             status=422,
         ).json
         assert attempts() == 0
-    assert refused['attributes'] == ['issuer']
+    assert set(refused) == {'message'}
     assert says in refused['message']
     assert_nothing_stored(conn, admin.account_id)
 
@@ -490,8 +488,7 @@ def test_a_domain_needs_a_confirmed_administrator_address_in_it(
         ).json
         assert refused == {
             'message': 'Allowed domains need an administrator of this account with a '
-            f'confirmed address in each: none has one in {domain}',
-            'attributes': ['allowed_domains'],
+            f'confirmed address in each: none has one in {domain}'
         }
     assert idp.requests == []  # refused before the provider is asked
     assert_nothing_stored(conn, admin.account_id)
@@ -514,8 +511,7 @@ def test_a_domain_belongs_to_one_account(
         status=422,
     ).json
     assert refused == {
-        'message': f'Allowed domains already belong to another account: {domain}',
-        'attributes': ['allowed_domains'],
+        'message': f'Allowed domains already belong to another account: {domain}'
     }
     assert_nothing_stored(conn, admin.account_id)
     assert domains_of(conn, other_account) == [domain]
@@ -561,8 +557,7 @@ def test_two_accounts_racing_for_a_domain_end_in_one_422(
     answer = outcome['answer']
     assert answer.status_int == 422
     assert answer.json == {
-        'message': f'Allowed domains already belong to another account: {domain}',
-        'attributes': ['allowed_domains'],
+        'message': f'Allowed domains already belong to another account: {domain}'
     }
     assert_nothing_stored(conn, admin.account_id)
     assert domains_of(conn, rival) == [domain]
@@ -580,7 +575,7 @@ def test_domains_are_lower_case_dns_names(app, admin, domain, idp, conn, bad):
         status=422,
     ).json
     assert refused == {
-        'message': f'Allowed domains must be lower-case domain names: {bad}',
+        'message': 'Allowed domains is invalid',
         'attributes': ['allowed_domains'],
     }
     assert idp.requests == []
