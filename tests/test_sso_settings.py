@@ -710,3 +710,28 @@ def test_every_change_is_audited_and_mailed_to_every_administrator(
     # Inert in HTML: neither the account's name nor the issuer is a link.
     assert 'evil.example/login' not in first.html
     assert idp.issuer not in first.html
+
+
+# --- a real provider ------------------------------------------------------------------
+
+
+def test_the_real_providers_discovery_is_taken(app, admin, domain, oidc_provider, conn):
+    """The suite's oidc-provider (tests/support/oidc_provider.py) passes every check of
+    discovery, and what it published is what is stored."""
+    client_id, client_secret = oidc_provider.register_client(
+        'http://frontdesk.test/omniauth/oidc/callback',
+        'http://frontdesk.test/auth/oidc/backchannel_logout',
+    )
+    answer = app.put_json(
+        url(admin.account_id),
+        body(
+            oidc_provider.issuer,
+            [domain],
+            client_id=client_id,
+            client_secret=client_secret,
+        ),
+        headers=admin.headers,
+    )
+    assert answer.json['sso_settings']['issuer'] == oidc_provider.issuer
+    assert answer.json['sso_settings']['client_id'] == client_id
+    assert provider_row(conn, admin.account_id)['discovery'] == oidc_provider.discovery
