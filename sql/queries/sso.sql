@@ -112,14 +112,14 @@ RETURNING id, user_id;
 WITH counted AS (
     INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
     VALUES ('audit sso_backchannel_logout_refused|ip=' || %(address_key)s || '|reason='
-                || %(reason)s || '|account=' || coalesce(%(account_id)s::text, 'none'),
+                || %(reason)s || '|account=' || coalesce(%(account_id)s::bigint::text, 'none'),
             date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days')
     ON CONFLICT (bucket, window_start) DO UPDATE
        SET hits = c.hits + 1
     RETURNING c.hits
 )
 INSERT INTO audit_events (event, account_id, ip_address, user_agent, details)
-SELECT 'sso_backchannel_logout_refused', %(account_id)s, %(ip_address)s, %(user_agent)s,
+SELECT 'sso_backchannel_logout_refused', %(account_id)s::bigint, %(ip_address)s, %(user_agent)s,
        %(details)s
  WHERE (SELECT hits FROM counted) = 1
 RETURNING id;
