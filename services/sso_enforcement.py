@@ -19,6 +19,7 @@ import errors
 from services import audit
 from services import mail
 from services import security_mail
+from services import sessions
 import tokens
 
 SSO_REQUIRED = {
@@ -62,9 +63,16 @@ def for_challenge(conn, queries, mfa_token):
 
 def refused(conn, queries, user_id):
     """Whether a link's way in must end in the refusal rather than a session or a
-    challenge: enforced, and no break glass (whose MFA challenge comes as usual)."""
+    challenge: enforced, and no break glass (whose MFA challenge comes as usual).
+
+    A user locked out everywhere (SPEC 18) gets the 401 account_suspended first, as a
+    session or challenge would: it rolls the link's work back.
+    """
     found = state(conn, queries, user_id=user_id)
-    return found is not None and not found['break_glass']
+    if found is None or found['break_glass']:
+        return False
+    sessions.refuse_locked_out(conn, queries, user_id)
+    return True
 
 
 def break_glass(conn, queries, config, enforced, user, session_id, facts):

@@ -16,12 +16,14 @@ import uuid
 import pytest
 
 import config as config_module
+from resources.backchannel import BackchannelLogout
 from services import oidc_http
 from services import sessions
 from services import sso_logout
 from tests.support.fake_idp import fake_idp
 from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
+from tests.test_rate_limits import fresh_ip
 
 INVALID = {'error': 'invalid_request'}
 ROUTE = '/auth/oidc/backchannel_logout'
@@ -438,3 +440,15 @@ def test_a_provider_posts_without_origin_and_a_cross_site_form_changes_nothing(
         status=200,
     )
     assert not alive(app, session)
+
+
+def test_posts_are_limited_per_address(make_testapp):
+    limited = make_testapp(RATE_LIMITS='on', OIDC_ALLOW_PRIVATE_ISSUERS='true')
+    ip, limit = fresh_ip(), BackchannelLogout.rate_limits['POST'][0][1]
+    with_ip = {'X-Real-IP': ip}
+    for _ in range(limit):
+        limited.post(ROUTE, {'logout_token': 'x'}, headers=with_ip, status=400)
+    limited.post(ROUTE, {'logout_token': 'x'}, headers=with_ip, status=429)
+    limited.post(
+        ROUTE, {'logout_token': 'x'}, headers={'X-Real-IP': fresh_ip()}, status=400
+    )

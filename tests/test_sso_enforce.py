@@ -398,3 +398,22 @@ def test_a_revert_link_opens_no_session_and_its_reset_none_either(
     reset_token = queued_token(conn, user.email, 'reset_password_token')
     assert reset(app, reset_token, status=401).json == SSO_REQUIRED
     assert sessions_of(conn, user) == 0
+
+
+def test_a_reset_of_a_member_locked_out_everywhere_changes_nothing(
+    app, org, member, conn
+):
+    """SPEC 18 before SPEC 19: account_suspended, and the link's work rolled back."""
+    user = member(org.account_id, org.domain)
+    token = reset_link(app, conn, user)
+    conn.execute(
+        "UPDATE account_users SET status = 'suspended' WHERE user_id = %s",
+        (user.id,),
+    )
+
+    assert reset(app, token, status=401).json['error_code'] == 'account_suspended'
+
+    hashed = conn.execute(
+        'SELECT encrypted_password FROM users WHERE id = %s', (user.id,)
+    ).fetchone()['encrypted_password']
+    assert passwords.check_password(user.password, hashed)
