@@ -192,6 +192,25 @@ RESPONSES = {
         _ERRORS + 'account_suspended',
         (),
     ),
+    'sso_required': (
+        "Right credentials, but the address's domain belongs to an account that "
+        'enforces single sign-on (SPEC 19): sign in through its provider. No session.',
+        _ERRORS + 'sso_required',
+        (),
+    ),
+    'backchannel_invalid': (
+        'The logout token is missing, malformed, not signed by a configured provider '
+        'for its audience, too old, replayed, or not a logout token (OpenID Connect '
+        'Back-Channel Logout 1.0, 2.8).',
+        _ERRORS + 'invalid_request',
+        (),
+    ),
+    'backchannel_done': (
+        'Every session of that provider session (sid), or with only sub every '
+        'single-sign-on session of that subject, has ended.',
+        _BODIES + 'empty',
+        (),
+    ),
     'membership_suspended': (
         "The caller's membership of that account is suspended (SPEC 18).",
         _ERRORS + 'membership_suspended',
@@ -1180,6 +1199,13 @@ EXAMPLES = {
             'belong to'
         ],
     },
+    'sso_required': {
+        'success': False,
+        'errors': ["Sign in with your organisation's single sign-on"],
+        'error_code': 'sso_required',
+    },
+    'backchannel_done': {},
+    'backchannel_invalid': {'error': 'invalid_request'},
     'membership_suspended': {
         'error': 'Your access to this account is suspended',
         'error_code': 'membership_suspended',

@@ -36,6 +36,7 @@ from middleware.validation import JSONSchemaValidation
 from resources import access_tokens
 from resources import accounts
 from resources import audit_events
+from resources import backchannel
 from resources import confirmations
 from resources import docs
 from resources import health
@@ -168,6 +169,10 @@ def routes(pool, queries, config, validators):
             confirmations.RevertLink(pool, queries, config, 'mfa_revert'),
         ),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
+        (
+            '/auth/oidc/backchannel_logout',
+            backchannel.BackchannelLogout(pool, queries, config),
+        ),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).

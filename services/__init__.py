@@ -22,7 +22,14 @@ PARTS = {
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
     # Single sign-on (SPEC 19): the provider's HTTP and tokens, settings, the flow.
-    'sso': ('oidc_http', 'oidc_tokens', 'sso_providers', 'sso_settings'),
+    'sso': (
+        'oidc_http',
+        'oidc_tokens',
+        'sso_providers',
+        'sso_settings',
+        'sso_enforcement',
+        'sso_logout',
+    ),
 }
 # importing part: the parts it never imports.
 IMPORTS_REFUSED = {

@@ -48,10 +48,22 @@ EVENTS = (
     'second_factor_check_failed',
     'password_guesses_exhausted',
     'second_factor_guesses_exhausted',
+    # SPEC 19: a password sign-in where single sign-on is enforced (an administrator's
+    # break glass); a provider's back-channel logout, done or refused.
+    'sso_break_glass',
+    'sso_backchannel_logout',
+    'sso_backchannel_logout_refused',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
-FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited', 'suspended')
+FAILURE_REASONS = (
+    'password',
+    'mfa',
+    'unconfirmed',
+    'rate_limited',
+    'suspended',
+    'sso_required',
+)
 USER_AGENT_LIMIT = 512
 IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer
 # The details key naming the personal access token that acted (SPEC 17); never present

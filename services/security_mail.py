@@ -94,6 +94,12 @@ KINDS = {
         'This e-mail address is now confirmed for your Frontdesk account. The '
         'account was signed up at this time, from this IP address and device:',
     ),
+    # SPEC 19: to every administrator of an account that enforces single sign-on.
+    'sso_break_glass': (
+        'An administrator signed in without single sign-on',
+        'An administrator of your Frontdesk account signed in with a password and a '
+        'second factor, although the account requires single sign-on (break glass).',
+    ),
     'second_factor_guesses_exhausted': (
         'Someone is guessing your verification codes',
         'Ten wrong verification or recovery codes were tried for your Frontdesk '

@@ -128,3 +128,95 @@ SELECT u.id, u.email, u.name, a.name AS account_name
    AND au.role = 'administrator'
    AND au.status = 'active'
  ORDER BY u.id;
+
+-- name: enforce_state
+-- Whether a way in that is not single sign-on is refused for a user (SPEC 19, Enforced):
+-- a row when the user's address is in the domain of a provider that enforces it, with
+-- break_glass when the user is an active administrator of that provider's account and
+-- has MFA on. The user is %(user_id)s, or, for the second sign-in step, the user of the
+-- MFA challenge %(challenge_digest)s when that challenge was not opened by single sign-on
+-- (its sso_account_id is null): read before the step uses the challenge up.
+SELECT p.account_id,
+       u.mfa_enabled_at IS NOT NULL
+       AND EXISTS (SELECT 1
+                     FROM account_users m
+                    WHERE m.account_id = p.account_id
+                      AND m.user_id = u.id
+                      AND m.role = 'administrator'
+                      AND m.status = 'active') AS break_glass
+  FROM users u
+  JOIN sso_domains d ON d.domain = split_part(u.email, '@', 2)
+  JOIN sso_providers p ON p.account_id = d.account_id
+ WHERE u.id = coalesce(%(user_id)s::bigint,
+                       (SELECT t.user_id
+                          FROM one_time_tokens t
+                         WHERE t.token_digest = %(challenge_digest)s::bytea
+                           AND t.purpose = 'mfa_challenge'
+                           AND t.sso_account_id IS NULL))
+   AND p.enforce;
+
+-- name: enforce_administrators
+-- Who hears of a break-glass sign-in: every active administrator of the account.
+SELECT u.id, u.email, u.name
+  FROM account_users m
+  JOIN users u ON u.id = m.user_id
+ WHERE m.account_id = %(account_id)s
+   AND m.role = 'administrator'
+   AND m.status = 'active'
+ ORDER BY u.id;
+
+-- name: logout_providers
+-- The providers a back-channel logout token's issuer names (sso_providers_issuer_idx):
+-- several accounts may share one (Google); the token's aud picks among them.
+SELECT p.account_id, p.issuer, p.client_id, p.discovery, p.jwks
+  FROM sso_providers p
+ WHERE p.issuer = %(issuer)s
+ ORDER BY p.account_id;
+
+-- name: logout_take_jti
+-- A logout token is used once (SPEC 19): its jti is kept until it could no longer pass
+-- the iat check anyway; the provider's expired ones go in the same statement (the primary
+-- key's account_id prefix finds them). No row: seen before.
+WITH pruned AS (
+    DELETE FROM sso_logout_tokens
+     WHERE account_id = %(account_id)s
+       AND expires_at < now()
+)
+INSERT INTO sso_logout_tokens (account_id, jti, expires_at)
+VALUES (%(account_id)s, %(jti)s, to_timestamp(%(iat)s) + make_interval(secs => %(keep_seconds)s))
+ON CONFLICT (account_id, jti) DO NOTHING
+RETURNING jti;
+
+-- name: logout_end_sessions
+-- Back-channel logout: the sessions opened through that provider session (sid), or,
+-- with only sub, every single-sign-on session of that subject at that provider
+-- (user_tokens_sso_sid_idx, user_tokens_sso_sub_idx). A sub sent beside a sid narrows,
+-- never widens.
+DELETE FROM user_tokens
+ WHERE sso_account_id = ANY(%(account_ids)s::bigint[])
+   AND sign_in_method = 'sso'
+   AND (CASE WHEN %(sid)s::text IS NOT NULL
+             THEN sso_sid = %(sid)s::text AND (%(sub)s::text IS NULL OR sso_sub = %(sub)s::text)
+             ELSE sso_sub = %(sub)s::text
+         END)
+RETURNING id, user_id;
+
+-- name: logout_record_refusal
+-- A refused logout token's audit row (sso_backchannel_logout_refused). Anyone can post
+-- one, so as for failed sign-ins of unknown addresses (audit.insert_sign_in_failure)
+-- they are counted per client address, hour, reason and provider in one
+-- rate_limit_counters row, and only the first of each writes its row (SPEC 14).
+WITH counted AS (
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
+    VALUES ('audit sso_backchannel_logout_refused|ip=' || %(address_key)s || '|reason='
+                || %(reason)s || '|account=' || coalesce(%(account_id)s::bigint::text, 'none'),
+            date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days')
+    ON CONFLICT (bucket, window_start) DO UPDATE
+       SET hits = c.hits + 1
+    RETURNING c.hits
+)
+INSERT INTO audit_events (event, account_id, ip_address, user_agent, details)
+SELECT 'sso_backchannel_logout_refused', %(account_id)s::bigint, %(ip_address)s, %(user_agent)s,
+       %(details)s
+ WHERE (SELECT hits FROM counted) = 1
+RETURNING id;
