@@ -1,10 +1,11 @@
 // A real OpenID Connect provider for the tests of single sign-on (SPEC 19): panva's
 // oidc-provider, pinned by package-lock.json, on 127.0.0.1 only.
 //
-//   node server.mjs PORT        (or OIDC_PROVIDER_PORT=PORT node server.mjs)
+//   node server.mjs [PORT]      (or OIDC_PROVIDER_PORT=PORT node server.mjs)
 //
-// Issuer http://127.0.0.1:PORT. Prints one line on stdout when it listens; errors go to
-// stderr. tests/support/oidc_provider.py starts it (fixture `oidc_provider`), registers
+// Issuer http://127.0.0.1:PORT; without a PORT (or 0) the system picks a free one, so
+// no other process can take it between a choice and the bind. Prints one line on
+// stdout when it listens, `oidc-provider listening on <issuer>`; errors go to stderr. tests/support/oidc_provider.py starts it (fixture `oidc_provider`), registers
 // each test's client by open dynamic registration (POST /reg) and its people by
 // POST /_test/accounts {sub, email, email_verified, name, amr}; tests/support/
 // sso_browser.py signs in through the forms below as a person would.
@@ -27,11 +28,18 @@ import { createServer } from 'node:http';
 
 import Provider from 'oidc-provider';
 
-const port = Number(process.argv[2] ?? process.env.OIDC_PROVIDER_PORT);
-if (!Number.isInteger(port) || port <= 0) {
-  console.error('usage: node server.mjs PORT (or OIDC_PROVIDER_PORT=PORT)');
+const requested = Number(process.argv[2] ?? process.env.OIDC_PROVIDER_PORT ?? 0);
+if (!Number.isInteger(requested) || requested < 0) {
+  console.error('usage: node server.mjs [PORT] (or OIDC_PROVIDER_PORT=PORT)');
   process.exit(2);
 }
+// Bound first: the issuer names the port the system gave.
+const server = createServer();
+await new Promise((resolve, reject) => {
+  server.once('error', reject);
+  server.listen(requested, '127.0.0.1', resolve);
+});
+const port = server.address().port;
 const issuer = `http://127.0.0.1:${port}`;
 const BODY_LIMIT = 64 * 1024;
 
@@ -267,14 +275,12 @@ provider.use(async (ctx, next) => {
   await next();
 });
 
-const server = createServer(provider.callback());
+server.on('request', provider.callback());
 server.on('clientError', (err, socket) => {
   console.error('oidc-provider clientError:', err.message);
   socket.destroy();
 });
-server.listen(port, '127.0.0.1', () => {
-  console.log(`oidc-provider listening on ${issuer}`);
-});
+console.log(`oidc-provider listening on ${issuer}`);
 process.on('SIGTERM', () => {
   server.close(() => process.exit(0));
   server.closeAllConnections();

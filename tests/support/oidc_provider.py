@@ -1,10 +1,10 @@
 """A real OpenID Connect provider on loopback for the single sign-on tests (SPEC 19).
 
 ``run_oidc_provider()`` starts tests/oidc_provider/server.mjs (panva's oidc-provider,
-pinned by its package-lock.json, installed by scripts/bootstrap) on a free port, waits
-for its discovery document, yields an ``OidcProvider`` and stops it. tests/conftest.py
-keeps one for the session (fixture ``oidc_provider``); each test registers its own
-client and people, so tests never share them::
+pinned by its package-lock.json, installed by scripts/bootstrap) on a port the system
+picks, reads the issuer it prints, yields an ``OidcProvider`` and stops it.
+tests/conftest.py keeps one for the session (fixture ``oidc_provider``); each test
+registers its own client and people, so tests never share them::
 
     client_id, client_secret = oidc_provider.register_client(
         gunicorn_url + '/omniauth/oidc/callback',
@@ -19,11 +19,11 @@ OIDC_ALLOW_PRIVATE_ISSUERS=true. tests/support/sso_browser.py signs in through i
 import contextlib
 import dataclasses
 import pathlib
+import re
 import subprocess
+import time
 
 from tests.support import ROOT
-from tests.support.servers import free_port
-from tests.support.servers import wait_for
 from tests.support.sso_browser import SsoBrowser
 
 OIDC_PROVIDER = ROOT / 'tests' / 'oidc_provider'
@@ -70,11 +70,33 @@ class OidcProvider:
         return self._post(self.issuer + '/_test/accounts', doc)['sub']
 
 
+_LISTENING = re.compile(
+    rb'^oidc-provider listening on (http://127\.0\.0\.1:\d+)$', re.M
+)
+
+
+def _issuer_once_listening(proc, log_path, timeout=30.0):
+    """The issuer the provider prints once it listens (on the port the system gave
+    it: no other process can take a port between its choice and the bind)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _LISTENING.search(log_path.read_bytes())
+        if found:
+            return found.group(1).decode()
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f'oidc-provider exited with {proc.returncode}: '
+                + log_path.read_text(errors='replace')[-2000:]
+            )
+        time.sleep(0.05)
+    raise TimeoutError(f'oidc-provider did not listen within {timeout} s')
+
+
 @contextlib.contextmanager
-def run_oidc_provider(log_path, port=None):
-    """Start the provider on 127.0.0.1; yield an ``OidcProvider``; stop it."""
-    port = port or free_port()
-    issuer = f'http://127.0.0.1:{port}'
+def run_oidc_provider(log_path, port=0):
+    """Start the provider on 127.0.0.1 (a free port unless ``port``); yield an
+    ``OidcProvider``; stop it."""
+    log_path = pathlib.Path(log_path)
     with open(log_path, 'wb') as log:
         proc = subprocess.Popen(
             ['node', 'server.mjs', str(port)],
@@ -83,7 +105,7 @@ def run_oidc_provider(log_path, port=None):
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_for(issuer + '/.well-known/openid-configuration', proc=proc)
+            issuer = _issuer_once_listening(proc, log_path)
             answer = SsoBrowser(check_contract=False).request(
                 'GET', issuer + '/.well-known/openid-configuration'
             )
