@@ -283,6 +283,13 @@ RESPONSES = {
         _ERRORS + 'invalid_code',
         (),
     ),
+    # Single sign-on (SPEC 19): redirects, no body.
+    'sso_redirect': (
+        'A redirect, its address in Location: to the identity provider, or to the '
+        'login page (with an sso_auth_token, or an error code).',
+        None,
+        ('Location',),
+    ),
     'bad_gateway': (
         'From nginx (deploy/nginx.conf): gunicorn does not answer.',
         _ERRORS + 'unavailable',
@@ -334,6 +341,7 @@ HEADERS = {
         {'type': 'string', 'pattern': '^[0-9]+$'},
     ),
     'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
+    'Location': ('Where the browser goes next.', {'type': 'string', 'minLength': 1}),
 }
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
@@ -707,18 +715,25 @@ def _response(names, status, level):
     if echoed:
         for header in TOKEN_HEADERS:
             headers.setdefault(header, _header(header, False))
-    schemas = [{'$ref': _component_ref(RESPONSES[name][1], None)} for name in names]
-    return {
+    response = {
         'description': ' Or: '.join(RESPONSES[name][0] for name in names),
         # Read (and removed) by describe(), which picks the example.
         'x-names': names,
         'headers': headers,
-        'content': {
+    }
+    schemas = [
+        {'$ref': _component_ref(RESPONSES[name][1], None)}
+        for name in names
+        if RESPONSES[name][1] is not None
+    ]
+    # A redirect has no body, so no content.
+    if schemas:
+        response['content'] = {
             'application/json': {
                 'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}
             }
-        },
-    }
+        }
+    return response
 
 
 def _operation(path_template, resource, method, schemas):
@@ -872,6 +887,8 @@ _TAG_PREFIXES = (
     ('/api/v1/password_policy', 'Profile'),
     ('/auth/', 'Sessions and confirmation'),
     ('/resend_confirmation', 'Sessions and confirmation'),
+    ('/api/v1/auth/', 'Sessions and confirmation'),
+    ('/omniauth/', 'Sessions and confirmation'),
 )
 
 
@@ -937,6 +954,7 @@ _SESSION_EXAMPLE = {
     'last_activity_at': _NOW,
     'expires_at': '2026-03-16T09:30:00.000Z',
     'current': True,
+    'sign_in_method': 'password',
 }
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
 _RECOVERY_CODES = [
@@ -1211,6 +1229,7 @@ REQUEST_EXAMPLES = {
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
     'profile_sessions_delete': {'include_access_token': True},
+    'sso_start': {'email': 'ada@example.com', 'target': 'web'},
     'password_reset_update': {
         'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
         'password': 'a new long passphrase',
@@ -1237,7 +1256,7 @@ def describe(document):
                 content['example'] = copy.deepcopy(REQUEST_EXAMPLES[stem])
             for response in operation['responses'].values():
                 name = response.pop('x-names')[0]
-                if name in EXAMPLES:
+                if name in EXAMPLES and 'content' in response:
                     response['content']['application/json']['example'] = copy.deepcopy(
                         EXAMPLES[name]
                     )

@@ -46,6 +46,7 @@ from resources import openapi
 from resources import password_policy
 from resources import profile
 from resources import sessions
+from resources import sso
 from services import passwords
 from validators import load_validators
 
@@ -166,6 +167,9 @@ def routes(pool, queries, config, validators):
             confirmations.RevertLink(pool, queries, config, 'mfa_revert'),
         ),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
+        ('/api/v1/auth/saml_login', sso.SamlLogin(pool, queries, config)),
+        ('/auth/sso', sso.SSOStart(pool, queries, config)),
+        ('/omniauth/oidc/callback', sso.OIDCCallback(pool, queries, config)),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).

@@ -65,14 +65,19 @@ class SignIn:
         without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as
         the `mfa_token` header, reaches only `/api/v1/profile/mfa*`. A user whose every
         membership an administrator suspended gets 401 `account_suspended` for the right
-        password (and at the second step), and no session.
+        password (and at the second step), and no session. Single sign-on ends here too:
+        `email` with the `sso_auth_token` of the callback's redirect (no password, or an
+        empty one) is answered as a password sign-in; a bad, used, expired or another
+        user's token is the 401 of a wrong password.
         """
         doc = req.context.doc
-        way_in = (
-            sign_in.with_password
-            if doc.get('mfa_token') is None
-            else sign_in.second_step
-        )
+        way_in = sign_in.with_password
+        if doc.get('mfa_token') is not None:
+            way_in = sign_in.second_step
+        elif doc.get('sso_auth_token'):
+            # An empty one is absent: the reference login page sends it with every
+            # password.
+            way_in = sign_in.with_sso_token
         outcome = way_in(
             self._pool, self._queries, self._config, doc, req.context.facts
         )

@@ -22,7 +22,7 @@ PARTS = {
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
     # Single sign-on (SPEC 19): the provider's HTTP and tokens, settings, the flow.
-    'sso': ('oidc_http', 'oidc_tokens', 'sso_providers'),
+    'sso': ('oidc_http', 'oidc_tokens', 'sso_providers', 'sso'),
 }
 # importing part: the parts it never imports.
 IMPORTS_REFUSED = {

@@ -45,10 +45,22 @@ EVENTS = (
     'second_factor_check_failed',
     'password_guesses_exhausted',
     'second_factor_guesses_exhausted',
+    # SPEC 19: a single-sign-on callback that ends in an sso_auth_token, or fails (the
+    # reason in details).
+    'sso_sign_in',
+    'sso_sign_in_failed',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
-FAILURE_REASONS = ('password', 'mfa', 'unconfirmed', 'rate_limited', 'suspended')
+FAILURE_REASONS = (
+    'password',
+    'mfa',
+    'unconfirmed',
+    'rate_limited',
+    'suspended',
+    # SPEC 19: a bad, used, expired or another user's sso_auth_token.
+    'sso_token',
+)
 USER_AGENT_LIMIT = 512
 IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer
 # The details key naming the personal access token that acted (SPEC 17); never present

@@ -20,6 +20,7 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 from joserfc.jws import extract_compact
 import orjson
+from psycopg.types.json import Jsonb
 
 from services.oidc_http import ProviderError
 from services.oidc_http import request_json
@@ -100,7 +101,7 @@ def keys_for(pool, queries, config, provider, kid):
     with pool.connection() as conn:
         conn.execute(
             queries['sso.keys_store'],
-            {'account_id': provider['account_id'], 'jwks': jwks},
+            {'account_id': provider['account_id'], 'jwks': Jsonb(jwks)},
         )
     return _key_set(jwks)
 
