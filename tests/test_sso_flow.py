@@ -652,7 +652,11 @@ def test_with_jit_a_user_of_another_account_joins_as_an_agent(
     )
 
 
-def test_a_suspended_member_fails(app, conn, make_sso, pool, queries, config):
+def test_a_suspended_member_fails(
+    app, conn, make_sso, pool, queries, config, make_account
+):
+    # Suspended in this account, active in another: not locked out (SPEC 18), and
+    # still refused here.
     setup = make_sso(jit_provisioning=True)
     user = add_user(
         pool,
@@ -661,6 +665,11 @@ def test_a_suspended_member_fails(app, conn, make_sso, pool, queries, config):
         setup.address('suspended'),
         setup.account_id,
         status='suspended',
+    )
+    conn.execute(
+        'INSERT INTO account_users (account_id, user_id, role)'
+        " VALUES (%s, %s, 'agent')",
+        (make_account(), user.id),
     )
     since = last_audit_id(conn)
     location, _ = sign_in_through(app, setup, user.email)
