@@ -33,6 +33,9 @@ from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
 from tests.support.users import PASSWORD
 from tests.support.users import User
+from tests.test_confirmations import confirm
+from tests.test_confirmations import queued_token
+from tests.test_confirmations import reset
 from tests.test_mfa import enable
 from tests.test_mfa import TOKEN_HEADERS
 
@@ -952,3 +955,34 @@ def test_a_slow_token_endpoint_fails_in_time_while_the_service_answers(
         status, headers = result['answer']
         assert (status, headers['location']) == (302, FAILED)
         assert 4.5 < result['took'] < 7
+
+
+def test_sessions_of_links_say_link_and_of_a_sign_up_password(app, conn):
+    address = f'linked-{time.monotonic_ns()}@example.com'
+
+    def methods():
+        return {
+            row['client']: row['sign_in_method']
+            for row in conn.execute(
+                'SELECT client, sign_in_method FROM user_tokens t JOIN users u'
+                ' ON u.id = t.user_id WHERE u.email = %s',
+                (address,),
+            )
+        }
+
+    signed_up = app.post_json(
+        '/api/v1/accounts',
+        {
+            'account_name': 'Links',
+            'email': address,
+            'user_full_name': 'Lin K',
+            'password': 'orange tulip 77 x',
+        },
+        status=200,
+    )
+    assert methods() == {signed_up.headers['client']: 'password'}
+    confirmed = confirm(app, queued_token(conn, address, 'confirmation_token'))
+    assert methods() == {confirmed.headers['client']: 'link'}
+    app.post_json('/auth/password', {'email': address}, status=200)
+    reset_in = reset(app, queued_token(conn, address, 'reset_password_token'))
+    assert methods() == {reset_in.headers['client']: 'link'}
