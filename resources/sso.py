@@ -13,6 +13,8 @@ def send_redirect(resp, config, redirect, clear_cookie=False):
     """302 to ``redirect.location``; set its fd_sso cookie, or clear it."""
     resp.status = falcon.HTTP_302
     resp.set_header('Location', redirect.location)
+    # No body, and not the JSON of the app's default media type.
+    resp.content_type = falcon.MEDIA_TEXT
     resp.cache_control = ['no-store']
     if redirect.cookie is not None:
         resp.set_cookie(

@@ -259,6 +259,7 @@ def test_the_start_sends_the_browser_to_the_provider_with_state_nonce_and_pkce(
     } <= attributes
     assert 'secure' not in attributes  # FRONTEND_URL is http here
     assert answer.headers['Cache-Control'] == 'no-store'
+    assert answer.body == b'' and answer.content_type == 'text/plain'
 
 
 def test_a_start_for_an_https_frontend_sets_a_secure_cookie(
