@@ -55,6 +55,8 @@ RESPONSES = {
         ('Cache-Control',),
     ),
     'empty': ('Done.', _BODIES + 'empty', ()),
+    # No body at all (None): the document says so with no content.
+    'no_content': ('Done; no body.', None, ()),
     'signed_in': (
         'Signed in: the user, and the five headers of a new token (of the caller, when '
         'already signed in).',
@@ -190,6 +192,25 @@ RESPONSES = {
         _ERRORS + 'account_suspended',
         (),
     ),
+    'sso_required': (
+        "Right credentials, but the address's domain belongs to an account that "
+        'enforces single sign-on (SPEC 19): sign in through its provider. No session.',
+        _ERRORS + 'sso_required',
+        (),
+    ),
+    'backchannel_invalid': (
+        'The logout token is missing, malformed, not signed by a configured provider '
+        'for its audience, too old, replayed, or not a logout token (OpenID Connect '
+        'Back-Channel Logout 1.0, 2.8).',
+        _ERRORS + 'invalid_request',
+        (),
+    ),
+    'backchannel_done': (
+        'Every session of that provider session (sid), or with only sub every '
+        'single-sign-on session of that subject, has ended.',
+        _BODIES + 'empty',
+        (),
+    ),
     'membership_suspended': (
         "The caller's membership of that account is suspended (SPEC 18).",
         _ERRORS + 'membership_suspended',
@@ -283,12 +304,22 @@ RESPONSES = {
         _ERRORS + 'invalid_code',
         (),
     ),
-    # Single sign-on (SPEC 19): redirects, no body.
+    # Single sign-on (SPEC 19); its redirects have no body.
     'sso_redirect': (
         'A redirect, its address in Location: to the identity provider, or to the '
         'login page (with an sso_auth_token, or an error code).',
         None,
         ('Location',),
+    ),
+    'sso_settings': (
+        "The account's single sign-on settings; never the client secret.",
+        'response_sso_settings.json',
+        (),
+    ),
+    'sso_unavailable': (
+        'The server has no SECRET_KEY to encrypt the client secret with.',
+        _ERRORS + 'sso_unavailable',
+        (),
     ),
     'bad_gateway': (
         'From nginx (deploy/nginx.conf): gunicorn does not answer.',
@@ -721,13 +752,9 @@ def _response(names, status, level):
         'x-names': names,
         'headers': headers,
     }
-    schemas = [
-        {'$ref': _component_ref(RESPONSES[name][1], None)}
-        for name in names
-        if RESPONSES[name][1] is not None
-    ]
-    # A redirect has no body, so no content.
-    if schemas:
+    bodies = [RESPONSES[name][1] for name in names if RESPONSES[name][1]]
+    if bodies:
+        schemas = [{'$ref': _component_ref(body, None)} for body in bodies]
         response['content'] = {
             'application/json': {
                 'schema': schemas[0] if len(schemas) == 1 else {'anyOf': schemas}
@@ -1122,6 +1149,24 @@ EXAMPLES = {
         'error_code': 'mfa_enrollment_required',
     },
     'invalid_mfa_token': {'error': 'Invalid or expired MFA token'},
+    'sso_settings': {
+        'sso_settings': {
+            'issuer': 'https://login.example.com/realms/acme',
+            'client_id': 'frontdesk',
+            'client_secret_set': True,
+            'allowed_domains': ['acme.example'],
+            'jit_provisioning': True,
+            'enforce': False,
+            'trust_idp_mfa': False,
+            'redirect_uri': 'https://desk.acme.example/omniauth/oidc/callback',
+            'backchannel_logout_uri': (
+                'https://desk.acme.example/auth/oidc/backchannel_logout'
+            ),
+        }
+    },
+    'sso_unavailable': {
+        'error': 'Single sign-on is not available. Please configure SECRET_KEY.'
+    },
     'personal_access_tokens': [_PERSONAL_TOKEN],
     'personal_access_token_created': {
         key: value
@@ -1164,6 +1209,13 @@ EXAMPLES = {
             'belong to'
         ],
     },
+    'sso_required': {
+        'success': False,
+        'errors': ["Sign in with your organisation's single sign-on"],
+        'error_code': 'sso_required',
+    },
+    'backchannel_done': {},
+    'backchannel_invalid': {'error': 'invalid_request'},
     'membership_suspended': {
         'error': 'Your access to this account is suspended',
         'error_code': 'membership_suspended',
@@ -1230,6 +1282,15 @@ REQUEST_EXAMPLES = {
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
     'profile_sessions_delete': {'include_access_token': True},
     'sso_start': {'email': 'ada@example.com', 'target': 'web'},
+    'sso_settings': {
+        'sso_settings': {
+            'issuer': 'https://login.example.com/realms/acme',
+            'client_id': 'frontdesk',
+            'client_secret': 'pX8v2Lq9Tz4Rk7Wm1Nc5Hb3Jd6Fs0Ga',
+            'allowed_domains': ['acme.example'],
+            'jit_provisioning': True,
+        }
+    },
     'password_reset_update': {
         'reset_password_token': 'Lk2Jh5Gf8Ds1Az4Xc7Vb0Nm3Qw6Er9Ty',
         'password': 'a new long passphrase',

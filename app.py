@@ -36,6 +36,7 @@ from middleware.validation import JSONSchemaValidation
 from resources import access_tokens
 from resources import accounts
 from resources import audit_events
+from resources import backchannel
 from resources import confirmations
 from resources import docs
 from resources import health
@@ -47,6 +48,7 @@ from resources import password_policy
 from resources import profile
 from resources import sessions
 from resources import sso
+from resources import sso_settings
 from services import passwords
 from validators import load_validators
 
@@ -128,6 +130,7 @@ def routes(pool, queries, config, validators):
             sessions.MemberSessions(pool, queries, config),
         ),
         (ACCOUNT + '/agents', members.AgentCollection(pool, queries, config)),
+        (ACCOUNT + '/sso_settings', sso_settings.SSOSettings(pool, queries, config)),
         (
             ACCOUNT + '/agents/{user_id:id}/suspend',
             members.MemberStatus(pool, queries, config, 'suspended'),
@@ -170,6 +173,10 @@ def routes(pool, queries, config, validators):
         ('/api/v1/auth/saml_login', sso.SamlLogin(pool, queries, config)),
         ('/auth/sso', sso.SSOStart(pool, queries, config)),
         ('/omniauth/oidc/callback', sso.OIDCCallback(pool, queries, config)),
+        (
+            '/auth/oidc/backchannel_logout',
+            backchannel.BackchannelLogout(pool, queries, config),
+        ),
     ]
     # ENABLE_ACCOUNT_SIGNUP=false: the route does not exist, so it is the 404 of an
     # unknown route before anything about the request is looked at (SPEC 4.1 step 1).

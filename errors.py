@@ -24,6 +24,9 @@ NEEDS_SESSION_BODY = {'error': 'This action needs a signed-in session'}
 MFA_UNAVAILABLE_BODY = {
     'error': 'MFA feature is not available. Please configure SECRET_KEY.'
 }
+SSO_UNAVAILABLE_BODY = {
+    'error': 'Single sign-on is not available. Please configure SECRET_KEY.'
+}
 MFA_ENROLLMENT_REQUIRED_BODY = {
     'error': 'Your account requires two-factor sign-in: enable it first',
     'error_code': 'mfa_enrollment_required',
@@ -152,6 +155,14 @@ class MFAUnavailable(APIError):
 
     def __init__(self):
         super().__init__(falcon.HTTP_403, MFA_UNAVAILABLE_BODY)
+
+
+class SSOUnavailable(APIError):
+    """Single sign-on settings written while SECRET_KEY is unset: the client secret
+    could not be sealed (SPEC 19, as MFAUnavailable for SPEC 12)."""
+
+    def __init__(self):
+        super().__init__(falcon.HTTP_403, SSO_UNAVAILABLE_BODY)
 
 
 class MFAEnrollmentRequired(APIError):

@@ -25,7 +25,11 @@ class Confirmation:
 
     access = {'POST': 'public'}
     responses = {
-        'POST': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'}
+        'POST': {
+            200: 'signed_in',
+            206: 'mfa_challenge',
+            401: ('account_suspended', 'sso_required'),
+        }
     }
     schemas = {'POST': 'confirmation_create'}
 
@@ -46,6 +50,9 @@ class Confirmation:
         the five token headers (`access-token`, `token-type`, `client`, `expiry`,
         `uid`). For a user with two-factor sign-in: confirms, then 206 with an
         `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.
+        Where single sign-on is enforced for the address's domain: confirms and ends
+        every session as above, then answers 401 `sso_required` instead of a session
+        (an administrator of that account with MFA gets the 206: break glass).
         """
         outcome = sign_in.confirm(
             self._pool,
@@ -64,7 +71,11 @@ class Password:
     access = {'POST': 'public', 'PUT': 'public'}
     responses = {
         'POST': {200: 'reset_requested'},
-        'PUT': {200: 'signed_in', 206: 'mfa_challenge', 401: 'account_suspended'},
+        'PUT': {
+            200: 'signed_in',
+            206: 'mfa_challenge',
+            401: ('account_suspended', 'sso_required'),
+        },
     }
     rate_limits = {'POST': (('ip', 5, 30 * 60),)}
     schemas = {'POST': 'password_reset_create', 'PUT': 'password_reset_update'}
@@ -102,6 +113,11 @@ class Password:
         headers (`access-token`, `token-type`, `client`, `expiry`, `uid`). For a user
         with two-factor sign-in: sets the password, ends every session, then 206 with an
         `mfa_token` for the second step of `POST /auth/sign_in`, no token headers.
+        Where single sign-on is enforced for the address's domain: the password is set
+        and every session ends all the same (a reset is how the owner of the mailbox
+        takes the account back), but no session opens: 401 `sso_required`, since that
+        password signs nobody in while single sign-on is enforced. An administrator of
+        that account with MFA gets the 206 (break glass).
         """
         outcome = sign_in.reset_password(
             self._pool,

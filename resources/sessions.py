@@ -29,7 +29,12 @@ class SignIn:
             200: 'signed_in',
             206: 'mfa_challenge',
             400: 'invalid_code',
-            401: ('invalid_login', 'invalid_mfa_token', 'account_suspended'),
+            401: (
+                'invalid_login',
+                'invalid_mfa_token',
+                'account_suspended',
+                'sso_required',
+            ),
             409: 'sessions_limit_reached',
         }
     }
@@ -65,7 +70,11 @@ class SignIn:
         without it, gets 206 `{"mfa_setup_required": true, "mfa_token"}`: that token, as
         the `mfa_token` header, reaches only `/api/v1/profile/mfa*`. A user whose every
         membership an administrator suspended gets 401 `account_suspended` for the right
-        password (and at the second step), and no session. Single sign-on ends here too:
+        password (and at the second step), and no session. Where an account's single
+        sign-on is enforced for the address's domain, the right password answers 401
+        `sso_required` (a wrong one the usual 401), except for an administrator of that
+        account with MFA (break glass): the 206, and at the second step a session that
+        every administrator of the account is mailed about. Single sign-on ends here:
         `email` with the `sso_auth_token` of the callback's redirect (no password, or an
         empty one) is answered as a password sign-in; a bad, used, expired or another
         user's token is the 401 of a wrong password.

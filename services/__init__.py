@@ -22,7 +22,15 @@ PARTS = {
     'mail': ('addresses', 'mail', 'outbox', 'security_mail'),
     'audit': ('audit', 'devices'),
     # Single sign-on (SPEC 19): the provider's HTTP and tokens, settings, the flow.
-    'sso': ('oidc_http', 'oidc_tokens', 'sso_providers', 'sso'),
+    'sso': (
+        'oidc_http',
+        'oidc_tokens',
+        'sso_providers',
+        'sso_settings',
+        'sso_enforcement',
+        'sso_logout',
+        'sso',
+    ),
 }
 # importing part: the parts it never imports.
 IMPORTS_REFUSED = {

@@ -38,6 +38,9 @@ EVENTS = (
     'member_suspended',
     'member_reactivated',
     'account_settings_changed',
+    # SPEC 19: an administrator sets or removes the account's identity provider.
+    'sso_settings_updated',
+    'sso_settings_deleted',
     'access_refused',
     # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget
     # (services/guessing.py).
@@ -49,6 +52,11 @@ EVENTS = (
     # reason in details).
     'sso_sign_in',
     'sso_sign_in_failed',
+    # SPEC 19: a password sign-in where single sign-on is enforced (an administrator's
+    # break glass); a provider's back-channel logout, done or refused.
+    'sso_break_glass',
+    'sso_backchannel_logout',
+    'sso_backchannel_logout_refused',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
@@ -60,6 +68,7 @@ FAILURE_REASONS = (
     'suspended',
     # SPEC 19: a bad, used, expired or another user's sso_auth_token.
     'sso_token',
+    'sso_required',
 )
 USER_AGENT_LIMIT = 512
 IP_ADDRESS_LIMIT = 64  # an address as text; a Unix socket peer may be longer

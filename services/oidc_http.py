@@ -12,6 +12,7 @@ Every failure is a ProviderError: ``reason`` is a short word for the audit event
 ``message`` a sentence for the administrator's 422.
 """
 
+import concurrent.futures
 import ipaddress
 import socket
 import time
@@ -64,11 +65,21 @@ def _allowed(address):
     return address.is_global and not address.is_multicast
 
 
-def _resolve(config, host, port):
+# Name lookups run here so that one that hangs (getaddrinfo has no timeout of its own)
+# costs the request no more than its deadline; two at a time per process.
+_resolver = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+
+def _resolve(config, host, port, deadline):
     """The address to connect to: the first the name resolves to, once every address
     it resolves to is allowed."""
+    lookup = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        found = lookup.result(timeout=max(0.0, deadline - time.monotonic()))
+    except concurrent.futures.TimeoutError:
+        raise ProviderError(
+            'timeout', f'{host} did not resolve within {TIMEOUT_SECONDS:g} s'
+        ) from None
     except (OSError, UnicodeError):
         raise ProviderError('unreachable', f'{host} does not resolve') from None
     addresses = [ipaddress.ip_address(info[4][0].split('%')[0]) for info in found]
@@ -88,7 +99,7 @@ def request_json(config, method, url, data=None, auth=None):
     parts = urllib.parse.urlsplit(url)
     port = parts.port or (443 if parts.scheme == 'https' else 80)
     deadline = time.monotonic() + TIMEOUT_SECONDS
-    address = _resolve(config, parts.hostname, port)
+    address = _resolve(config, parts.hostname, port, deadline)
     literal = f'[{address}]' if address.version == 6 else str(address)
     pinned = parts._replace(netloc=f'{literal}:{port}').geturl()
     headers = {'Host': parts.netloc.rpartition('@')[2], 'Accept': 'application/json'}

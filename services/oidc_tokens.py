@@ -114,11 +114,14 @@ def verify(pool, queries, config, provider, token, claims):
     allowed = ASYMMETRIC & set(
         provider['discovery'].get('id_token_signing_alg_values_supported') or ['RS256']
     )
-    if header.get('alg') not in allowed:
+    # A header is the sender's JSON: an alg or kid that is no string (a list, an
+    # object) is refused or ignored, never looked up in a set.
+    if not isinstance(header.get('alg'), str) or header['alg'] not in allowed:
         raise ProviderError(
             'bad_alg', f'The token is signed with {str(header.get("alg"))[:20]!r}'
         )
-    keys = keys_for(pool, queries, config, provider, header.get('kid'))
+    kid = header.get('kid') if isinstance(header.get('kid'), str) else None
+    keys = keys_for(pool, queries, config, provider, kid)
     try:
         decoded = jwt.decode(token, keys, algorithms=sorted(allowed))
     except jose_errors.InvalidKeyIdError:

@@ -54,6 +54,18 @@ KINDS = {
         'Your access to an account is back',
         'An administrator reactivated your access to an account on Frontdesk.',
     ),
+    # SPEC 19: to every administrator of the account.
+    'sso_settings_updated': (
+        "An account's single sign-on settings were changed",
+        'An administrator changed the single sign-on settings of an account you '
+        'administer on Frontdesk: its members may now sign in through this identity '
+        'provider.',
+    ),
+    'sso_settings_deleted': (
+        "An account's single sign-on settings were removed",
+        'An administrator removed the single sign-on settings of an account you '
+        'administer on Frontdesk: its members sign in with passwords again.',
+    ),
     'mfa_enabled': (
         'Two-factor sign-in was turned on',
         'Two-factor sign-in was turned on for your Frontdesk account.',
@@ -81,6 +93,12 @@ KINDS = {
         'Your e-mail address is confirmed',
         'This e-mail address is now confirmed for your Frontdesk account. The '
         'account was signed up at this time, from this IP address and device:',
+    ),
+    # SPEC 19: to every administrator of an account that enforces single sign-on.
+    'sso_break_glass': (
+        'An administrator signed in without single sign-on',
+        'An administrator of your Frontdesk account signed in with a password and a '
+        'second factor, although the account requires single sign-on (break glass).',
     ),
     'second_factor_guesses_exhausted': (
         'Someone is guessing your verification codes',

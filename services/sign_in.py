@@ -20,6 +20,8 @@ from services import mfa
 from services import passwords
 from services import security_mail
 from services import sessions
+from services import sso_enforcement
+from services import sso_providers
 from services import users
 import tokens
 import userdoc
@@ -60,7 +62,8 @@ def with_password(pool, queries, config, doc, facts):
 
     The check is counted against the user's guessing budget (SPEC 3.4) in the lookup
     itself; an unknown address against a budget of its own, alike. bcrypt runs with
-    no connection held.
+    no connection held. Where single sign-on is enforced (SPEC 19), the lookup says so,
+    and only the right password learns it: 401 sso_required, unless break glass.
     """
     email, password = doc.get('email', ''), doc.get('password', '')
     user = row = None
@@ -69,7 +72,11 @@ def with_password(pool, queries, config, doc, facts):
         with pool.connection() as conn:
             row = conn.execute(
                 queries['guessing.sign_in'],
-                {'email': email, 'period': guessing.BUDGETS['password'].period},
+                {
+                    'email': email,
+                    'domain': sso_providers.domain_of(email),
+                    'period': guessing.BUDGETS['password'].period,
+                },
             ).fetchone()
         user = row if row['id'] is not None else None
         try:
@@ -99,6 +106,19 @@ def with_password(pool, queries, config, doc, facts):
         _refuse(
             pool, queries, email if isinstance(email, str) else '', 'password', facts
         )
+    # Before the unconfirmed refusal: single sign-on confirms an address (SPEC 19).
+    if user['sso_enforced']:
+        with pool.connection() as conn:
+            enforced = sso_enforcement.state(conn, queries, user_id=user['id'])
+        if enforced is not None and not enforced['break_glass']:
+            _refuse(
+                pool,
+                queries,
+                email,
+                'sso_required',
+                facts,
+                sso_enforcement.SSO_REQUIRED,
+            )
     if user['confirmed_at'] is None:
         _refuse(pool, queries, email, 'unconfirmed', facts, _unconfirmed(user['email']))
     try:
@@ -170,11 +190,19 @@ def with_sso_token(pool, queries, config, doc, facts):
 
 def second_step(pool, queries, config, doc, facts):
     """``mfa_token`` with ``otp_code`` or ``backup_code`` (SPEC 12): the Outcome, or
-    why not (audited)."""
+    why not (audited).
+
+    A challenge not opened by single sign-on, for an address where it is enforced
+    (SPEC 19): the right code of break glass signs in and tells the administrators;
+    anyone else's is the 401 sso_required (a challenge issued before enforcement).
+    """
     with pool.connection() as conn:
         try:
             with conn.transaction():
                 sso = _challenge_sso(conn, queries, doc.get('mfa_token'))
+                enforced = sso_enforcement.for_challenge(
+                    conn, queries, doc.get('mfa_token')
+                )
                 user, factor = mfa.answer_challenge(
                     conn,
                     queries,
@@ -185,6 +213,8 @@ def second_step(pool, queries, config, doc, facts):
                     facts=facts,
                 )
                 if factor:
+                    if enforced is not None and not enforced['break_glass']:
+                        raise sso_enforcement.Required()
                     session = sessions.sign_in(
                         conn,
                         queries,
@@ -195,6 +225,10 @@ def second_step(pool, queries, config, doc, facts):
                         second_factor=True,
                         sso=sso,
                     )
+                    if enforced is not None:
+                        sso_enforcement.break_glass(
+                            conn, queries, config, enforced, user, session.id, facts
+                        )
                     return _outcome(
                         conn, queries, config, user['id'], user['email'], None, session
                     )
@@ -202,6 +236,11 @@ def second_step(pool, queries, config, doc, facts):
             # Rolled back: nothing of the step stays but this row.
             audit.record_sign_in_failure(
                 conn, queries, user['email'], 'suspended', facts
+            )
+            raise
+        except sso_enforcement.Required:
+            audit.record_sign_in_failure(
+                conn, queries, user['email'], 'sso_required', facts
             )
             raise
         # After the commit: a wrong code must stay counted.
@@ -232,7 +271,12 @@ def confirm(pool, queries, config, doc, facts, presented):
             )
         # Decided before the credential change ends the sessions it looks for.
         notice = security_mail.sign_up_notice(conn, queries, config, row, presented)
-        kind, session = _admit(conn, queries, config, row['user_id'], facts)
+        refused = sso_enforcement.refused(conn, queries, row['user_id'])
+        kind, session = (
+            (None, None)
+            if refused
+            else _admit(conn, queries, config, row['user_id'], facts)
+        )
         # Sessions and links from before the address was proven may be someone else's
         # (who signed up with it, or asked to move the account to it).
         credentials.change(
@@ -247,9 +291,14 @@ def confirm(pool, queries, config, doc, facts, presented):
         )
         # After the credential change, which would void the notice's reset link.
         security_mail.send_sign_up_notice(conn, queries, config, notice)
-        return _outcome(
-            conn, queries, config, row['user_id'], row['email'], kind, session
-        )
+        if not refused:
+            return _outcome(
+                conn, queries, config, row['user_id'], row['email'], kind, session
+            )
+    # Committed: the address is confirmed, only no session opens (SPEC 19).
+    _refuse(
+        pool, queries, row['email'], 'sso_required', facts, sso_enforcement.SSO_REQUIRED
+    )
 
 
 def reset_password(pool, queries, config, validator, doc, facts):
@@ -285,7 +334,12 @@ def reset_password(pool, queries, config, validator, doc, facts):
         with conn.transaction():
             # Used, or voided by a credential change, since it was read: a 422.
             user = use_link(conn, queries, 'reset_password', digest)
-            kind, session = _admit(conn, queries, config, user['id'], facts)
+            refused = sso_enforcement.refused(conn, queries, user['id'])
+            kind, session = (
+                (None, None)
+                if refused
+                else _admit(conn, queries, config, user['id'], facts)
+            )
             passwords.change(
                 conn,
                 queries,
@@ -298,9 +352,19 @@ def reset_password(pool, queries, config, validator, doc, facts):
                 facts=facts,
                 session_id=session and session.id,
             )
-            return _outcome(
-                conn, queries, config, user['id'], user['email'], kind, session
-            )
+            if not refused:
+                return _outcome(
+                    conn, queries, config, user['id'], user['email'], kind, session
+                )
+    # Committed: the password is set and every session ended; none opens (SPEC 19).
+    _refuse(
+        pool,
+        queries,
+        user['email'],
+        'sso_required',
+        facts,
+        sso_enforcement.SSO_REQUIRED,
+    )
 
 
 def sign_up(pool, queries, config, validate, doc, facts, client_ip):

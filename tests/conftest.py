@@ -24,6 +24,7 @@ from tests.support.database import app_role
 from tests.support.database import new_database
 from tests.support.database import pooler_env
 from tests.support.database import VIA_PGBOUNCER
+from tests.support.oidc_provider import run_oidc_provider
 from tests.support.servers import free_port
 from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
@@ -244,3 +245,12 @@ def gunicorn_url(base_env, tmp_path_factory):
     log_path = tmp_path_factory.mktemp('gunicorn') / 'gunicorn.log'
     with run_gunicorn(base_env, workers=2, log_path=log_path) as base:
         yield base
+
+
+@pytest.fixture(scope='session')
+def oidc_provider(tmp_path_factory):
+    """A real OpenID Connect provider on loopback for the session (SPEC 19): each test
+    registers its own client and people (tests/support/oidc_provider.py)."""
+    log_path = tmp_path_factory.mktemp('oidc_provider') / 'oidc_provider.log'
+    with run_oidc_provider(log_path) as provider:
+        yield provider

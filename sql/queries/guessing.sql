@@ -46,7 +46,9 @@ RETURNING c.hits;
 -- The user of a sign-in address, and the password check about to be made counted in the
 -- same statement (as take, buckets password| and password_checks|): against the user's
 -- budget and cap, or, for an address nobody has, against ones of its own, so that known
--- and unknown addresses cost the same and are refused alike.
+-- and unknown addresses cost the same and are refused alike. sso_enforced: the address's
+-- domain belongs to a provider that enforces single sign-on (SPEC 19; one primary-key
+-- probe of sso_domains, so a domain with no provider costs no more).
 WITH found AS (
     SELECT id, name, email, encrypted_password, confirmed_at
       FROM users
@@ -69,6 +71,11 @@ WITH found AS (
       FROM counted
 )
 SELECT f.id, f.name, f.email, f.encrypted_password, f.confirmed_at,
-       total.hits, total.checks, total.retry_after
+       total.hits, total.checks, total.retry_after,
+       EXISTS (SELECT 1
+                 FROM sso_domains d
+                 JOIN sso_providers p USING (account_id)
+                WHERE d.domain = %(domain)s
+                  AND p.enforce) AS sso_enforced
   FROM total
   LEFT JOIN found f ON true;
