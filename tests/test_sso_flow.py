@@ -27,10 +27,12 @@ from services import users
 from tests import contract
 from tests.smtp_server import deliver
 from tests.support.fake_idp import fake_idp
+from tests.support.servers import free_port
 from tests.support.servers import http as real_http
 from tests.support.servers import run_gunicorn
 from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
+from tests.support.sso_browser import SsoBrowser
 from tests.support.users import PASSWORD
 from tests.support.users import User
 from tests.test_confirmations import confirm
@@ -987,3 +989,105 @@ def test_sessions_of_links_say_link_and_of_a_sign_up_password(app, conn):
     app.post_json('/auth/password', {'email': address}, status=200)
     reset_in = reset(app, queued_token(conn, address, 'reset_password_token'))
     assert methods() == {reset_in.headers['client']: 'link'}
+
+
+# --- end to end with the suite's real provider (oidc-provider) ------------------------
+
+
+@pytest.fixture(scope='module')
+def real_service(base_env, tmp_path_factory):
+    """gunicorn (2 workers) whose FRONTEND_URL is itself, as when it serves the
+    dashboard's host: the provider sends the browser back to it."""
+    port = free_port()
+    base = f'http://127.0.0.1:{port}'
+    log_path = tmp_path_factory.mktemp('sso_flow') / 'gunicorn.log'
+    env = {**base_env, **SSO_ENV, 'FRONTEND_URL': base}
+    with run_gunicorn(env, workers=2, port=port, log_path=log_path):
+        yield base
+
+
+@pytest.fixture
+def real_setup(real_service, oidc_provider, conn, sso_config, make_account):
+    """An account whose provider is the real one, for a domain of its own."""
+
+    def make(**options):
+        client_id, secret = oidc_provider.register_client(
+            real_service + '/omniauth/oidc/callback',
+            backchannel_logout_uri=real_service + '/auth/oidc/backchannel_logout',
+        )
+        setup = Setup(make_account(), unique_domain(), oidc_provider)
+        insert_provider(
+            conn,
+            sso_config,
+            setup.account_id,
+            oidc_provider.issuer,
+            client_id,
+            secret,
+            [setup.domain],
+            **options,
+        )
+        return setup
+
+    return make
+
+
+def test_a_member_signs_in_through_the_real_provider(
+    real_service, oidc_provider, real_setup, pool, queries, config, conn
+):
+    setup = real_setup()
+    user = add_user(pool, queries, config, setup.address('real'), setup.account_id)
+    sub = oidc_provider.add_account(user.email, 'Real Member')
+    browser = SsoBrowser()
+    result = browser.sign_in(real_service, user.email, oidc_provider)
+    assert result.location.startswith(real_service + '/app/login?'), result.steps
+    assert result.params['email'] == user.email, result.steps
+    signed_in = real_http(
+        'POST',
+        real_service + '/auth/sign_in',
+        {'email': user.email, 'sso_auth_token': result.params['sso_auth_token']},
+    )
+    assert signed_in.status == 200, signed_in.body
+    headers = {name: signed_in.headers[name] for name in ('access-token', 'client')}
+    headers['uid'] = user.email
+    listed = real_http(
+        'GET', real_service + '/api/v1/profile/sessions', headers=headers
+    ).json
+    assert [entry['sign_in_method'] for entry in listed if entry['current']] == ['sso']
+    stored = conn.execute(
+        'SELECT sso_account_id, sso_sub, sso_sid IS NOT NULL AS has_sid'
+        ' FROM user_tokens WHERE client = %s',
+        (headers['client'],),
+    ).fetchone()
+    assert stored == {
+        'sso_account_id': setup.account_id,
+        'sso_sub': sub,
+        'has_sid': True,
+    }
+    # The provider's logout ends that session through the back channel.
+    browser.log_out_at_provider()
+    profile = real_http('GET', real_service + '/api/v1/profile', headers=headers)
+    assert profile.status == 401
+
+
+def test_the_real_providers_cancel_and_the_mobile_target(
+    real_service, oidc_provider, real_setup, pool, queries, config
+):
+    setup = real_setup(jit_provisioning=True)
+    email = setup.address('mobile')
+    oidc_provider.add_account(email, 'Mo Bile')
+    cancelled = SsoBrowser().sign_in(real_service, email, oidc_provider, cancel=True)
+    assert cancelled.location == real_service + (
+        '/app/login?error=saml-authentication-failed'
+    ), cancelled.steps
+    result = SsoBrowser().sign_in(
+        real_service, email, oidc_provider, target='mobile', start='get'
+    )
+    assert result.location.startswith('chatwootapp://auth/saml?'), result.steps
+    assert (
+        real_http(
+            'POST',
+            real_service + '/auth/sign_in',
+            {'email': email, 'sso_auth_token': result.params['sso_auth_token']},
+        ).status
+        == 200
+    )
