@@ -304,7 +304,13 @@ RESPONSES = {
         _ERRORS + 'invalid_code',
         (),
     ),
-    # Single sign-on (SPEC 19).
+    # Single sign-on (SPEC 19); its redirects have no body.
+    'sso_redirect': (
+        'A redirect, its address in Location: to the identity provider, or to the '
+        'login page (with an sso_auth_token, or an error code).',
+        None,
+        ('Location',),
+    ),
     'sso_settings': (
         "The account's single sign-on settings; never the client secret.",
         'response_sso_settings.json',
@@ -366,6 +372,7 @@ HEADERS = {
         {'type': 'string', 'pattern': '^[0-9]+$'},
     ),
     'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
+    'Location': ('Where the browser goes next.', {'type': 'string', 'minLength': 1}),
 }
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
@@ -907,6 +914,8 @@ _TAG_PREFIXES = (
     ('/api/v1/password_policy', 'Profile'),
     ('/auth/', 'Sessions and confirmation'),
     ('/resend_confirmation', 'Sessions and confirmation'),
+    ('/api/v1/auth/', 'Sessions and confirmation'),
+    ('/omniauth/', 'Sessions and confirmation'),
 )
 
 
@@ -972,6 +981,7 @@ _SESSION_EXAMPLE = {
     'last_activity_at': _NOW,
     'expires_at': '2026-03-16T09:30:00.000Z',
     'current': True,
+    'sign_in_method': 'password',
 }
 _CACHE_KEYS = {'label': '1768469400', 'inbox': '0000000000', 'team': '0000000000'}
 _RECOVERY_CODES = [
@@ -1271,6 +1281,7 @@ REQUEST_EXAMPLES = {
     'mfa_backup_codes': {'otp_code': '492039'},
     'mfa_disable': {'password': 'a long passphrase', 'otp_code': '492039'},
     'profile_sessions_delete': {'include_access_token': True},
+    'sso_start': {'email': 'ada@example.com', 'target': 'web'},
     'sso_settings': {
         'sso_settings': {
             'issuer': 'https://login.example.com/realms/acme',

@@ -47,6 +47,7 @@ from resources import openapi
 from resources import password_policy
 from resources import profile
 from resources import sessions
+from resources import sso
 from resources import sso_settings
 from services import passwords
 from validators import load_validators
@@ -169,6 +170,9 @@ def routes(pool, queries, config, validators):
             confirmations.RevertLink(pool, queries, config, 'mfa_revert'),
         ),
         ('/api/v1/password_policy', password_policy.PasswordPolicy(config)),
+        ('/api/v1/auth/saml_login', sso.SamlLogin(pool, queries, config)),
+        ('/auth/sso', sso.SSOStart(pool, queries, config)),
+        ('/omniauth/oidc/callback', sso.OIDCCallback(pool, queries, config)),
         (
             '/auth/oidc/backchannel_logout',
             backchannel.BackchannelLogout(pool, queries, config),

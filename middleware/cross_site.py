@@ -44,7 +44,9 @@ def origin_of(url):
 class RefuseCrossSiteForms:
     """403 for a form body whose ``Origin`` is not FRONTEND_URL's or an allowed one.
 
-    Only where a body is read (the method declares a schema): elsewhere it is ignored.
+    Only where a body is read (the method declares a schema): elsewhere it is ignored;
+    and not where the resource lists the method in ``cross_site_forms`` (the start of
+    single sign-on, SPEC 19: it only answers a redirect).
     """
 
     def __init__(self, frontend_url, allowed_origins):
@@ -54,7 +56,11 @@ class RefuseCrossSiteForms:
 
     def process_resource(self, req, resp, resource, params):
         origin = req.get_header('Origin')
-        if origin is None or not getattr(resource, 'schemas', {}).get(req.method):
+        if (
+            origin is None
+            or not getattr(resource, 'schemas', {}).get(req.method)
+            or req.method in getattr(resource, 'cross_site_forms', ())
+        ):
             return
         content_type = (req.content_type or '').strip().lower()
         if (

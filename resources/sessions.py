@@ -74,14 +74,19 @@ class SignIn:
         sign-on is enforced for the address's domain, the right password answers 401
         `sso_required` (a wrong one the usual 401), except for an administrator of that
         account with MFA (break glass): the 206, and at the second step a session that
-        every administrator of the account is mailed about.
+        every administrator of the account is mailed about. Single sign-on ends here:
+        `email` with the `sso_auth_token` of the callback's redirect (no password, or an
+        empty one) is answered as a password sign-in; a bad, used, expired or another
+        user's token is the 401 of a wrong password.
         """
         doc = req.context.doc
-        way_in = (
-            sign_in.with_password
-            if doc.get('mfa_token') is None
-            else sign_in.second_step
-        )
+        way_in = sign_in.with_password
+        if doc.get('mfa_token') is not None:
+            way_in = sign_in.second_step
+        elif doc.get('sso_auth_token'):
+            # An empty one is absent: the reference login page sends it with every
+            # password.
+            way_in = sign_in.with_sso_token
         outcome = way_in(
             self._pool, self._queries, self._config, doc, req.context.facts
         )

@@ -29,6 +29,7 @@ PARTS = {
         'sso_settings',
         'sso_enforcement',
         'sso_logout',
+        'sso',
     ),
 }
 # importing part: the parts it never imports.

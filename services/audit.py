@@ -48,6 +48,10 @@ EVENTS = (
     'second_factor_check_failed',
     'password_guesses_exhausted',
     'second_factor_guesses_exhausted',
+    # SPEC 19: a single-sign-on callback that ends in an sso_auth_token, or fails (the
+    # reason in details).
+    'sso_sign_in',
+    'sso_sign_in_failed',
     # SPEC 19: a password sign-in where single sign-on is enforced (an administrator's
     # break glass); a provider's back-channel logout, done or refused.
     'sso_break_glass',
@@ -62,6 +66,8 @@ FAILURE_REASONS = (
     'unconfirmed',
     'rate_limited',
     'suspended',
+    # SPEC 19: a bad, used, expired or another user's sso_auth_token.
+    'sso_token',
     'sso_required',
 )
 USER_AGENT_LIMIT = 512

@@ -37,8 +37,21 @@ def touch_after(config):
     return min(TOUCH_AFTER, datetime.timedelta(seconds=config.idle_seconds / 2))
 
 
-def issue(conn, queries, config, user_id, facts=None, picker=False):
+def issue(
+    conn,
+    queries,
+    config,
+    user_id,
+    facts=None,
+    picker=False,
+    method='password',
+    sso=None,
+):
     """Store a new session for ``user_id``; return its Issued.
+
+    ``method``: how it was opened, 'password' or 'link' (a confirmation or reset link);
+    with ``sso`` (sso_account_id, sso_sid, sso_sub of the sso_auth_token, SPEC 19) it
+    is 'sso', and records the provider's session for back-channel logout.
 
     Must run inside a transaction: the user row stays locked until it commits, so
     parallel sign-ins of one user cannot overrun MAX_USER_SESSIONS, and a suspension
@@ -63,6 +76,10 @@ def issue(conn, queries, config, user_id, facts=None, picker=False):
             'idle_seconds': config.idle_seconds,
             'touch_seconds': touch_after(config).total_seconds(),
             **request_device(facts),
+            'sign_in_method': 'sso' if sso else method,
+            'sso_account_id': sso and sso['sso_account_id'],
+            'sso_sid': sso and sso['sso_sid'],
+            'sso_sub': sso and sso['sso_sub'],
         },
     ).fetchone()
     return Issued(token, client, issued['expires_at'], issued['id'])
@@ -208,6 +225,7 @@ def sign_in(
     choices,
     facts,
     second_factor=False,
+    sso=None,
 ):
     """A password sign-in (SPEC 13): the sessions the user chose to end (``choices``,
     the request's ``revoke_session_id`` or ``revoke_all_sessions``), the new one, its
@@ -218,13 +236,17 @@ def sign_in(
     (nothing is then written). The second step of an MFA sign-in (``second_factor``)
     never raises SessionsLimitReached: the reference dashboard's code form has no
     session picker (SPEC 12), so at the cap it ends the least recently active session.
-    Returns the Issued session.
+    With ``sso`` (the row of an sso_auth_token or of the MFA challenge that followed
+    it, SPEC 19) it is a single-sign-on session, and the provider's ``amr`` may stand
+    for the second factor (``idp_second_factor``). Returns the Issued session.
     """
     user_id = user['id']
     # The password was checked outside this lock; MFA may have come on since (SPEC 12)
     # unless this is the second step, which checked a code under the lock.
     lock = check_password_unchanged(conn, queries, user_id, user['encrypted_password'])
-    if lock['mfa_enabled'] and not second_factor:
+    if lock['mfa_enabled'] and not (
+        second_factor or (sso and sso['idp_second_factor'])
+    ):
         raise PasswordChanged()
     if choices.get('revoke_all_sessions') is True:
         revoke_others(conn, queries, user_id, None, facts)
@@ -248,6 +270,7 @@ def sign_in(
         # A browser's password step picks what to end at the cap.
         picker=BROWSER_MARK in ((facts and facts.user_agent) or '')
         and not second_factor,
+        sso=sso,
     )
     audit.record(
         conn,

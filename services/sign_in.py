@@ -31,6 +31,8 @@ INVALID_LOGIN = {
     'errors': ['Invalid login credentials. Please try again.'],
 }
 INVALID_TOKEN = 'Invalid token'
+# What a single-sign-on session records of its provider (SPEC 19).
+SSO_COLUMNS = ('sso_account_id', 'sso_sid', 'sso_sub')
 
 
 def _unconfirmed(email):
@@ -140,6 +142,52 @@ def with_password(pool, queries, config, doc, facts):
         _refuse(pool, queries, email, 'suspended', facts, refused.body)
 
 
+def with_sso_token(pool, queries, config, doc, facts):
+    """``email`` and the ``sso_auth_token`` of a single-sign-on callback (SPEC 19): the
+    Outcome of a password sign-in (the session limits of SPEC 13 included), or its
+    401 (audited).
+
+    The token is used up and the session issued in one transaction: a 409 at the
+    session cap rolls the use back, so the same token may be sent again with the
+    sessions to end. A second factor is asked for as after a password (206), unless
+    the provider's ``amr`` named one the account trusts; the challenge then carries the
+    single-sign-on data to the session the second step opens.
+    """
+    email = doc.get('email')
+    email = addresses.normalise(email) if addresses.is_valid(email) else ''
+    digest = tokens.digest(doc['sso_auth_token'])
+    try:
+        with pool.connection() as conn, conn.transaction():
+            row = use_link(conn, queries, 'sso', digest)
+            if row['email'] != email:
+                # Another user's token: theirs stays usable (rolled back).
+                raise errors.Unprocessable(message=INVALID_TOKEN)
+            kind = None
+            if not row['idp_second_factor']:
+                kind = _challenge_kind(conn, queries, row['id'])
+            session = None
+            if not kind:
+                session = sessions.sign_in(
+                    conn, queries, config, row, doc, facts, sso=row
+                )
+            outcome = _outcome(
+                conn, queries, config, row['id'], row['email'], kind, session
+            )
+            if kind:
+                conn.execute(
+                    queries['sso.flow_mark_challenge'],
+                    {
+                        'token_digest': tokens.digest(outcome.challenge['mfa_token']),
+                        **{key: row[key] for key in SSO_COLUMNS},
+                    },
+                )
+            return outcome
+    except (errors.Unprocessable, sessions.PasswordChanged):
+        _refuse(pool, queries, email, 'sso_token', facts)
+    except errors.AccountSuspended as refused:
+        _refuse(pool, queries, email, 'suspended', facts, refused.body)
+
+
 def second_step(pool, queries, config, doc, facts):
     """``mfa_token`` with ``otp_code`` or ``backup_code`` (SPEC 12): the Outcome, or
     why not (audited).
@@ -151,6 +199,7 @@ def second_step(pool, queries, config, doc, facts):
     with pool.connection() as conn:
         try:
             with conn.transaction():
+                sso = _challenge_sso(conn, queries, doc.get('mfa_token'))
                 enforced = sso_enforcement.for_challenge(
                     conn, queries, doc.get('mfa_token')
                 )
@@ -167,7 +216,14 @@ def second_step(pool, queries, config, doc, facts):
                     if enforced is not None and not enforced['break_glass']:
                         raise sso_enforcement.Required()
                     session = sessions.sign_in(
-                        conn, queries, config, user, doc, facts, second_factor=True
+                        conn,
+                        queries,
+                        config,
+                        user,
+                        doc,
+                        facts,
+                        second_factor=True,
+                        sso=sso,
                     )
                     if enforced is not None:
                         sso_enforcement.break_glass(
@@ -388,7 +444,18 @@ def _take_sql(queries, purpose):
         'reset_password': queries['confirmations.take_reset_token'],
         'email_revert': queries['confirmations.take_revert_token'],
         'mfa_revert': queries['mfa.take_revert_link'],
+        'sso': queries['sso.flow_take_token'],
     }[purpose]
+
+
+def _challenge_sso(conn, queries, mfa_token):
+    """The single-sign-on data of the MFA challenge ``mfa_token`` (with_sso_token), or
+    None."""
+    if not isinstance(mfa_token, str) or not mfa_token:
+        return None
+    return conn.execute(
+        queries['sso.flow_challenge_sso'], {'token_digest': tokens.digest(mfa_token)}
+    ).fetchone()
 
 
 def _challenge_kind(conn, queries, user_id):
@@ -413,7 +480,9 @@ def _admit(conn, queries, config, user_id, facts):
     kind = _challenge_kind(conn, queries, user_id)
     if kind:
         return kind, None
-    return None, sessions.issue(conn, queries, config, user_id, facts=facts)
+    return None, sessions.issue(
+        conn, queries, config, user_id, facts=facts, method='link'
+    )
 
 
 def _outcome(conn, queries, config, user_id, uid, kind, session):

@@ -33,6 +33,7 @@ FIELDS = {
     'last_activity_at',
     'expires_at',
     'current',
+    'sign_in_method',
 }
 
 

@@ -5,7 +5,7 @@
 -- been active up to touch_seconds later (or until now), one not used since its sign-in was
 -- last active exactly then. The latest activity each may have had orders them; sessions
 -- that may all be active now go oldest first. The user's last sign-in is now (SPEC 18's
--- agents list).
+-- agents list). sign_in_method and the sso_ columns: how it was opened (SPEC 19).
 WITH signed_in AS (
     UPDATE users
        SET last_sign_in_at = now()
@@ -25,10 +25,11 @@ WITH signed_in AS (
 )
 INSERT INTO user_tokens (user_id, client, token_digest, expires_at, ip_address, user_agent,
                          client_name, browser_name, browser_version, platform_name, platform_version,
-                         device_name)
+                         device_name, sign_in_method, sso_account_id, sso_sid, sso_sub)
 VALUES (%(user_id)s, %(client)s, %(token_digest)s, now() + make_interval(days => %(lifespan_days)s),
         %(ip_address)s, %(user_agent)s, %(client_name)s, %(browser_name)s, %(browser_version)s,
-        %(platform_name)s, %(platform_version)s, %(device_name)s)
+        %(platform_name)s, %(platform_version)s, %(device_name)s, %(sign_in_method)s,
+        %(sso_account_id)s, %(sso_sid)s, %(sso_sub)s)
 RETURNING id, expires_at;
 
 -- name: list
@@ -50,7 +51,8 @@ SELECT COALESCE(json_agg(json_build_object(
            'created_at', iso8601(t.created_at),
            'last_activity_at', iso8601(t.last_used_at),
            'expires_at', iso8601(t.expires_at),
-           'current', t.id IS NOT DISTINCT FROM %(current_id)s
+           'current', t.id IS NOT DISTINCT FROM %(current_id)s,
+           'sign_in_method', t.sign_in_method
        ) ORDER BY t.last_used_at DESC, t.id DESC), '[]')::text AS sessions,
        count(*) AS count
   FROM user_tokens t
