@@ -44,6 +44,9 @@ def route_table(config, pool, queries):
     return app_module.routes(pool, queries, config, load_validators())
 
 
+NO_SETTINGS_YET = {'/api/v1/accounts/{account_id:id}/sso_settings'}
+
+
 def test_every_route_answers_the_same_with_a_json_suffix(
     testapp, config, pool, queries, admin, make_user, make_account
 ):
@@ -105,7 +108,11 @@ def test_every_route_answers_the_same_with_a_json_suffix(
                     )
                 )
             assert answers[0] == answers[1], f'{method} {template}: {answers}'
-            assert answers[0][0] != 404, f'{method} {template}'
+            # An account with no single sign-on settings: its GET and DELETE are the
+            # 404 of SPEC 19 (its PUT, a 422 for this body, shows the route matched).
+            assert answers[0][0] != 404 or template in NO_SETTINGS_YET, (
+                f'{method} {template}'
+            )
             checked += 1
     assert checked >= 20
 

@@ -26,12 +26,6 @@ SELECT p.account_id, p.issuer, p.client_id, p.client_secret_encrypted, p.discove
   JOIN sso_providers p USING (account_id)
  WHERE d.domain = %(domain)s;
 
--- name: provider_of_account
-SELECT p.account_id, p.issuer, p.client_id, p.client_secret_encrypted, p.discovery, p.jwks,
-       p.jit_provisioning, p.enforce, p.trust_idp_mfa
-  FROM sso_providers p
- WHERE p.account_id = %(account_id)s;
-
 -- name: flow_start
 -- A flow between its start and its callback (SPEC 19), kept 10 minutes. Flows nobody
 -- finished go as new ones start, so the table stays as small as the flows in flight.
