@@ -63,6 +63,15 @@ local build = {
     return wrk.format("POST", "/auth/sign_in", {["Content-Type"] = "application/json"},
                       '{"email":"user' .. i .. '@bench.test","password":"' .. password .. '"}')
   end,
+  sso_sign_in = function()
+    -- The counter-th token of this thread (bench/common.py seed_sso_tokens), whose user
+    -- is fixed by the counter; each token signs in once.
+    local user = ((counter - 1) % users) + 1
+    return wrk.format("POST", "/auth/sign_in", {["Content-Type"] = "application/json"},
+                      '{"email":"user' .. user .. '@bench.test","password":"",' ..
+                      '"sso_auth_token":"bench-sso-' .. nonce .. '-' .. thread_id .. '-' ..
+                      counter .. '"}')
+  end,
   sign_up = function()
     -- Unique per request: the run's nonce, the thread and its counter.
     local email = "signup-" .. nonce .. "-" .. thread_id .. "-" .. counter .. "-" ..

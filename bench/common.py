@@ -39,6 +39,7 @@ ENDPOINTS = [
     ('validate_token', 'GET /auth/validate_token', 0.6),
     ('put_profile', 'PUT /api/v1/profile', 0.4),
     ('sign_in', 'POST /auth/sign_in', None),
+    ('sso_sign_in', 'POST /auth/sign_in (sso_auth_token)', None),
     ('sign_up', 'POST /api/v1/accounts', None),
 ]
 LABELS = {
@@ -156,8 +157,9 @@ def process_cpu(proc):
 
 
 class Server:
-    def __init__(self, proc, base, access_log, dbname):
-        self.proc, self.base, self.access_log = proc, base, access_log
+    def __init__(self, proc, base, access_log, url):
+        self.proc, self.base, self.access_log, self.url = proc, base, access_log, url
+        dbname = psycopg.conninfo.conninfo_to_dict(url)['dbname']
         # PostgreSQL backends show it in their title: "postgres: user dbname host(port)
         # state".
         self.dbname = b' ' + dbname.encode() + b' '
@@ -301,9 +303,7 @@ def server(url, args, extra_env=None, name='', root=ROOT):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        yield Server(
-            proc, base, access_log, psycopg.conninfo.conninfo_to_dict(url)['dbname']
-        )
+        yield Server(proc, base, access_log, url)
     finally:
         proc.terminate()
         try:
@@ -329,8 +329,41 @@ def settle(srv, pause):
 # --- wrk ------------------------------------------------------------------------------
 
 
+# sso_sign_in: the one-time tokens one wrk thread may use in a run, made before it.
+SSO_TOKENS_PER_THREAD = 40_000
+
+
+def seed_sso_tokens(url, nonce, threads, users):
+    """The sso_auth_tokens of one sso_sign_in run (SPEC 19): bench.lua's thread t sends
+    token ``bench-sso-<nonce>-<t>-<n>`` as its n-th request, for user ((n - 1) mod
+    users) + 1, as a provider's callback would have left them (account i's provider,
+    no second factor). Tokens are single use, so each run gets its own."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DELETE FROM one_time_tokens WHERE purpose = 'sso'")
+        conn.execute(
+            """INSERT INTO one_time_tokens (user_id, purpose, email, token_digest,
+                                           expires_at, sso_account_id, sso_sub)
+               SELECT u, 'sso', 'user' || u || '@bench.test',
+                      sha256(convert_to(
+                          'bench-sso-' || %(nonce)s || '-' || t || '-' || n, 'UTF8')),
+                      now() + interval '1 hour', u, 'bench-sub-' || u
+                 FROM generate_series(1, %(threads)s) AS t,
+                      generate_series(1, %(per_thread)s) AS n,
+                      LATERAL (SELECT ((n - 1) %% %(users)s) + 1 AS u) AS owner""",
+            {
+                'nonce': nonce,
+                'threads': threads,
+                'per_thread': SSO_TOKENS_PER_THREAD,
+                'users': users,
+            },
+        )
+
+
 def wrk(srv, args, endpoint, users, duration):
     """One wrk run; returns its numbers plus the statuses the access log saw."""
+    nonce = secrets.token_hex(4)
+    if endpoint == 'sso_sign_in':
+        seed_sso_tokens(srv.url, nonce, args.threads, users)
     command = [
         'wrk',
         f'-t{args.threads}',
@@ -345,7 +378,7 @@ def wrk(srv, args, endpoint, users, duration):
         endpoint,
         str(users),
         PASSWORD,
-        secrets.token_hex(4),
+        nonce,
         str(PAT_TOKENS),
     ]
     offset = srv.log_offset()

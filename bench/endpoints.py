@@ -51,6 +51,11 @@ def probe(srv, name):
             '/auth/sign_in',
             {'email': 'user1@bench.test', 'password': PASSWORD},
         ),
+        'sso_sign_in': (
+            'POST',
+            '/auth/sign_in',
+            {'email': 'user1@bench.test', 'password': '', 'sso_auth_token': 'probe'},
+        ),
         'sign_up': (
             'POST',
             '/api/v1/accounts',
