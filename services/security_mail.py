@@ -135,6 +135,31 @@ def send_to_user(conn, queries, config, kind, user_id, facts=None, extra=None):
     )
 
 
+def send_to_administrators(conn, queries, config, kind, account_id, facts, extra):
+    """send() to every active administrator of ``account_id``, each message naming the
+    account first."""
+    for admin in conn.execute(
+        queries['memberships.administrators_to_tell'], {'account_id': account_id}
+    ).fetchall():
+        send(
+            conn,
+            queries,
+            config,
+            kind,
+            user_id=admin['id'],
+            to_address=admin['email'],
+            name=admin['name'],
+            facts=facts,
+            extra={
+                **extra,
+                'lines': [
+                    mail.FromRequest('Account: ', admin['account_name']),
+                    *extra.get('lines', ()),
+                ],
+            },
+        )
+
+
 def send(
     conn, queries, config, kind, *, user_id, to_address, name, facts=None, extra=None
 ):

@@ -91,17 +91,12 @@ def break_glass(conn, queries, config, enforced, user, session_id, facts):
         session_id=session_id,
     )
     lines = [mail.FromRequest('Signed in: ', user['name']), f'Address: {user["email"]}']
-    for administrator in conn.execute(
-        queries['sso.enforce_administrators'], {'account_id': account_id}
-    ).fetchall():
-        security_mail.send(
-            conn,
-            queries,
-            config,
-            'sso_break_glass',
-            user_id=administrator['id'],
-            to_address=administrator['email'],
-            name=administrator['name'],
-            facts=facts,
-            extra={'lines': lines, 'advice': ADVICE},
-        )
+    security_mail.send_to_administrators(
+        conn,
+        queries,
+        config,
+        'sso_break_glass',
+        account_id,
+        facts,
+        {'lines': lines, 'advice': ADVICE},
+    )

@@ -245,20 +245,12 @@ def _announce(conn, queries, config, account_id, event, details, facts):
     ]
     if details.get('fields'):
         lines.append('Changed: ' + ', '.join(details['fields']).replace('_', ' '))
-    for admin in conn.execute(
-        queries['sso.settings_administrators'], {'account_id': account_id}
-    ):
-        security_mail.send(
-            conn,
-            queries,
-            config,
-            event,
-            user_id=admin['id'],
-            to_address=admin['email'],
-            name=admin['name'],
-            facts=facts,
-            extra={
-                'lines': [mail.FromRequest('Account: ', admin['account_name']), *lines],
-                'advice': ADVICE,
-            },
-        )
+    security_mail.send_to_administrators(
+        conn,
+        queries,
+        config,
+        event,
+        account_id,
+        facts,
+        {'lines': lines, 'advice': ADVICE},
+    )

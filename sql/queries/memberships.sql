@@ -104,3 +104,15 @@ SELECT COALESCE(json_agg(agent_json(au, u, %(avatar_url_prefix)s) ORDER BY lower
   FROM account_users au
   JOIN users u ON u.id = au.user_id
  WHERE au.account_id = %(account_id)s;
+
+-- name: administrators_to_tell
+-- Who hears of a security change to an account (single sign-on's settings, a
+-- break-glass sign-in): every active administrator, with the account's name.
+SELECT u.id, u.email, u.name, a.name AS account_name
+  FROM account_users au
+  JOIN users u ON u.id = au.user_id
+  JOIN accounts a ON a.id = au.account_id
+ WHERE au.account_id = %(account_id)s
+   AND au.role = 'administrator'
+   AND au.status = 'active'
+ ORDER BY u.id;

@@ -219,18 +219,6 @@ RETURNING p.issuer,
           ARRAY(SELECT d.domain FROM sso_domains d
                  WHERE d.account_id = p.account_id ORDER BY d.domain) AS allowed_domains;
 
--- name: settings_administrators
--- Who is mailed about a change of the settings: every active administrator, and the
--- account's name for the message.
-SELECT u.id, u.email, u.name, a.name AS account_name
-  FROM account_users au
-  JOIN users u ON u.id = au.user_id
-  JOIN accounts a ON a.id = au.account_id
- WHERE au.account_id = %(account_id)s
-   AND au.role = 'administrator'
-   AND au.status = 'active'
- ORDER BY u.id;
-
 -- name: enforce_state
 -- Whether a way in that is not single sign-on is refused for a user (SPEC 19, Enforced):
 -- a row when the user's address is in the domain of a provider that enforces it, with
@@ -256,16 +244,6 @@ SELECT p.account_id,
                            AND t.purpose = 'mfa_challenge'
                            AND t.sso_account_id IS NULL))
    AND p.enforce;
-
--- name: enforce_administrators
--- Who hears of a break-glass sign-in: every active administrator of the account.
-SELECT u.id, u.email, u.name
-  FROM account_users m
-  JOIN users u ON u.id = m.user_id
- WHERE m.account_id = %(account_id)s
-   AND m.role = 'administrator'
-   AND m.status = 'active'
- ORDER BY u.id;
 
 -- name: logout_providers
 -- The providers a back-channel logout token's issuer names (sso_providers_issuer_idx):
