@@ -88,13 +88,11 @@ def enable_mfa(base, headers, password=PASSWORD):
     return totp
 
 
-def next_code(totp, after=None):
-    """A code of a step later than ``after`` (a time already used), waiting for it: a
-    code is accepted once, and never one of a step before the last one used."""
-    after = time.time() if after is None else after
-    while int(time.time() // totp.interval) <= int(after // totp.interval):
-        time.sleep(0.2)
-    return totp.now()
+def later_code(totp):
+    """The code of the step after now: a code is accepted once, and never one of a
+    step before the last one used, so after enrolling with the code of now the next
+    sign-in sends this one (accepted one step either side of the server's now)."""
+    return totp.at(time.time() + totp.interval)
 
 
 @dataclasses.dataclass
