@@ -13,6 +13,8 @@ One gunicorn serves the module, its FRONTEND_URL its own base URL (the provider 
 the browser back to it); the nginx test has its own pair, FRONTEND_URL nginx's base.
 """
 
+import time
+
 import pytest
 
 from tests.nginx_server import run_nginx
@@ -205,7 +207,7 @@ def test_break_glass_an_administrator_with_mfa_signs_in_and_every_administrator_
     totp = enable_mfa(base, sso.admin_headers)
     # A second administrator, outside the domain (no API hands out roles: the row is
     # stored as the account's owner would have it made).
-    colleague = f'colleague-{sso.account_id}@example.org'
+    colleague = f'colleague-{time.monotonic_ns()}@example.org'
     sign_up_confirmed(base, conn, colleague, 'Col League')
     conn.execute(
         'INSERT INTO account_users (account_id, user_id, role)'
