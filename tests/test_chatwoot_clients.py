@@ -5,21 +5,28 @@ Frontdesk.
 system's repositories, and a Node harness that drives it as a user would (SPEC 11). Each
 test serves a fresh database with real gunicorn, without a mail worker (the harness
 reads the mailed links from mail_outbox), and requires every check to pass: the default
-four scenarios on an instance as configured by default, and the MFA and session
-scenarios on one with MFA available and a low session cap.
+four scenarios on an instance as configured by default, the MFA and session scenarios
+on one with MFA available and a low session cap, and the single sign-on scenario with
+the suite's real OpenID Connect provider (tests/sso_login_url.py runs the instance's
+side of the flow).
 """
 
 import os
 import re
+import shlex
 import subprocess
+import sys
 import urllib.parse
 
 import psycopg
+from psycopg.rows import dict_row
 import pytest
 
 from tests.support import ROOT
 from tests.support.database import new_database
+from tests.support.servers import free_port
 from tests.support.servers import run_gunicorn
+from tests.support.sso_people import make_org
 from tests.support.users import TEST_SECRET_KEY
 
 HARNESS = ROOT.parent / 'shared' / 'clients' / 'chatwoot' / 'run.sh'
@@ -29,9 +36,12 @@ DASHBOARD_ORIGIN = 'https://dashboard.example.com'
 # reports INFO lines only).
 CHECKS_AT_LEAST = 74
 # The named scenarios: mfa 16 + sessions 9 + mfa-mobile 5 counted checks; mfa's "second
-# step at the session limit" runs only with a cap of at most 10. (sso, the last named
-# one, needs an identity provider Frontdesk does not have: every check would skip.)
+# step at the session limit" runs only with a cap of at most 10.
 MFA_CHECKS_AT_LEAST = 30
+# sso: the login page signs in from the provider's redirect, the same link twice, an MFA
+# member's second step (SSO_LOGIN_URL_COMMAND: tests/sso_login_url.py with the suite's
+# real provider).
+SSO_CHECKS = 3
 MFA_SESSION_CAP = 3
 
 
@@ -67,25 +77,36 @@ def fresh_database_url():
         yield url
 
 
-def run_harness(database_url, instance_env, log_path, harness_env=None):
-    """Serve ``database_url`` with real gunicorn and ``instance_env``, run the harness
-    against it; return its output lines and check count once every check passed and
-    none was skipped."""
-    env = {
+def served_env(database_url, instance_env):
+    """The instance's environment for the harness."""
+    return {
         'DATABASE_URL': database_url,
         'BCRYPT_ROUNDS': '4',
         # The harness makes 3 users and 5 accounts and signs in about 10 times.
         'RATE_LIMITS': 'off',
         **instance_env,
     }
+
+
+def run_harness(database_url, instance_env, log_path, harness_env=None):
+    """Serve ``database_url`` with real gunicorn and ``instance_env``, run the harness
+    against it; return its output lines and check count once every check passed and
+    none was skipped."""
+    env = served_env(database_url, instance_env)
     with run_gunicorn(env, workers=2, log_path=log_path) as base:
-        run = subprocess.run(
-            ['bash', str(HARNESS), base, as_url(database_url)],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env={**os.environ, **(harness_env or {})},
-        )
+        return harness_passes(base, database_url, harness_env)
+
+
+def harness_passes(base, database_url, harness_env=None):
+    """Run the harness against the instance at ``base``; return its output lines and
+    check count once every check passed and none was skipped."""
+    run = subprocess.run(
+        ['bash', str(HARNESS), base, as_url(database_url)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(harness_env or {})},
+    )
     output = run.stdout + run.stderr
     lines = run.stdout.strip().splitlines()
     failed = [line for line in lines if line.startswith(('FAIL', 'SKIP'))]
@@ -137,3 +158,48 @@ def test_the_reference_mfa_and_sessions_pages_pass_every_check(
         harness_env={'SCENARIOS': 'mfa sessions mfa-mobile', **cap},
     )
     assert checks >= MFA_CHECKS_AT_LEAST, lines[-1]
+
+
+def test_the_reference_login_page_finishes_single_sign_on(
+    fresh_database_url, avatar_dir, oidc_provider, tmp_path
+):
+    """Chatwoot 4.15's login page opened at the redirect a real provider's sign-in
+    ends in (SPEC 19): it signs in by itself, the link works once, and an MFA member
+    gets the second step. The instance's FRONTEND_URL is itself, so the provider's
+    redirects land on it; the organisation's administrator sets single sign-on up over
+    the API, with just-in-time provisioning for the people the command signs in."""
+    assert HARNESS.exists(), (
+        f'{HARNESS} is missing: the checkout needs shared/ beside it'
+    )
+    port = free_port()
+    base = f'http://127.0.0.1:{port}'
+    env = served_env(
+        fresh_database_url,
+        {
+            'AVATAR_DIR': str(avatar_dir),
+            'SECRET_KEY': TEST_SECRET_KEY,
+            'OIDC_ALLOW_PRIVATE_ISSUERS': 'true',
+            'FRONTEND_URL': base,
+        },
+    )
+    with (
+        run_gunicorn(env, workers=2, port=port, log_path=tmp_path / 'gunicorn.log'),
+        psycopg.connect(
+            fresh_database_url, autocommit=True, row_factory=dict_row
+        ) as conn,
+    ):
+        org = make_org(base, conn, oidc_provider, jit_provisioning=True)
+        root, python = shlex.quote(str(ROOT)), shlex.quote(sys.executable)
+        command = f'cd {root} && {python} -m tests.sso_login_url'
+        lines, checks = harness_passes(
+            base,
+            fresh_database_url,
+            {
+                'SCENARIOS': 'sso',
+                'SSO_LOGIN_URL_COMMAND': command,
+                'SSO_BASE_URL': base,
+                'SSO_ISSUER': oidc_provider.issuer,
+                'SSO_DOMAIN': org.domain,
+            },
+        )
+    assert checks == SSO_CHECKS, lines[-1]
