@@ -1278,16 +1278,6 @@ class AttackMachine(RuleBasedStateMachine):
             TALLY[('sso refused', why, self.capability)] += 1
             return
         assert ended['email'] == address
-        token = ended['sso_auth_token']
-        if leak == 'unused token':
-            self.attacker.sso_tokens.append((token, False))
-            TALLY[('sso token abandoned', self.capability)] += 1
-            return
-        answer = self.call(
-            'POST', '/auth/sign_in', {'email': address, 'sso_auth_token': token}
-        )
-        if leak == 'used token':
-            self.attacker.sso_tokens.append((token, True))
         [(landed,)] = self.sql('SELECT id FROM users WHERE email = %s', address)
         if holder:
             assert landed == holder[0][0], 'single sign-on moved the address'
@@ -1297,12 +1287,25 @@ class AttackMachine(RuleBasedStateMachine):
             self.owner.passwords = []
             self.owner_mfa = self.foreign_mfa = False
             self.recovered = False
-        assert answer.status in (200, 206), answer.body
         self.prove(landed, anew=not holder)
-        self.signed_in(self.owner, answer)
         if holder and not holder[0][1]:
             self.attacker_holds_nothing_of({landed}, {address})
             TALLY[('sso first confirmation', self.capability)] += 1
+        token = ended['sso_auth_token']
+        if leak == 'unused token':
+            # A live credential of the owner's in the attacker's hands: the owner
+            # recovers anew, and that must void it.
+            self.attacker.sso_tokens.append((token, False))
+            self.recovered = False
+            TALLY[('sso token abandoned', self.capability)] += 1
+            return
+        answer = self.call(
+            'POST', '/auth/sign_in', {'email': address, 'sso_auth_token': token}
+        )
+        assert answer.status in (200, 206), answer.body
+        if leak == 'used token':
+            self.attacker.sso_tokens.append((token, True))
+        self.signed_in(self.owner, answer)
         TALLY[('sso sign-in', answer.status, self.capability)] += 1
 
     @precondition(lambda self: self.attacker.sso_tokens)
@@ -1734,12 +1737,27 @@ def the_leaked_token_is_used_after_the_reset(capability):
     replay(capability)
 
 
+def the_owners_unused_sso_token_leaks_before_his_reset(capability):
+    """The owner's single sign-on ends at a token he never uses (he closed the tab),
+    and the final redirect's address reaches the attacker: his recovery (a reset, a
+    credential change) must void it. From the squatter's start the callback was also
+    the owner's first confirmation."""
+    replay(
+        capability,
+        lambda machine: machine.owner_signs_in_with_sso('unused token'),
+    )
+
+
 KNOWN_TAKEOVERS = {
-    'squatter': (the_squatter_enables_mfa_before_the_owner_confirms,),
+    'squatter': (
+        the_squatter_enables_mfa_before_the_owner_confirms,
+        the_owners_unused_sso_token_leaks_before_his_reset,
+    ),
     'stolen_session': (the_thief_signs_up_with_the_address_he_moved_the_account_from,),
     'password': (
         the_thief_signs_up_with_the_address_he_moved_the_account_from,
         the_password_holder_voids_the_hours_last_reset_link,
+        the_owners_unused_sso_token_leaks_before_his_reset,
     ),
     'personal_token': (the_leaked_token_is_used_after_the_reset,),
 }
