@@ -1563,8 +1563,8 @@ class AttackMachine(RuleBasedStateMachine):
                 {'email': self.account_email, 'sso_auth_token': token},
             )
             assert answer.status == 401, (
-                'an sso_auth_token the attacker saw signs in as the owner after the'
-                ' recovery',
+                'an sso_auth_token the attacker saw signs in as the owner after he'
+                ' took it back',
                 answer.body,
             )
         attacker.sso_tokens = []
