@@ -241,3 +241,46 @@ def test_a_token_does_not_follow_its_user_to_another_address(
     conn.execute('UPDATE users SET email = %s WHERE id = %s', (moved, user.id))
     token_sign_in(app, moved, token, 401)
     token_sign_in(app, user.email, token, 401)
+
+
+def test_the_owners_sso_voids_a_squatters_pending_address_change(
+    app,  # noqa: F811
+    conn,
+    make_sso,  # noqa: F811
+):
+    """The squatter signed up with the owner's address and asked to move the account to
+    his own before anyone confirmed: the owner's first confirmation by single sign-on
+    drops the pending address and voids its link (SPEC 3.3), so the squatter cannot
+    take the account to his mailbox afterwards."""
+    setup = make_sso(jit_provisioning=True)  # noqa: F811
+    owner_address = setup.address('owner')
+    squatter_address = f'squatter-{uuid.uuid4().hex[:10]}@example.com'
+    signed_up = app.post_json(
+        '/api/v1/accounts',
+        {
+            'account_name': 'Squat',
+            'email': owner_address,
+            'user_full_name': 'Squatter',
+            'password': 'orange tulip 77 x',
+        },
+        status=200,
+    )
+    app.put_json(
+        '/api/v1/profile',
+        {'profile': {'email': squatter_address}},
+        headers=session_headers(signed_up),
+        status=200,
+    )
+    link = queued_token(conn, squatter_address, 'confirmation_token')
+    location, _ = sign_in_through(app, setup, owner_address)
+    email, token = token_of(location)
+    owner = token_sign_in(app, email, token, 200)
+    assert owner.json['data']['unconfirmed_email'] is None
+    app.post_json('/auth/confirmation', {'confirmation_token': link}, status=422)
+    assert owner.json['data']['email'] == owner_address
+    assert (
+        app.get('/api/v1/profile', headers=session_headers(owner), status=200).json[
+            'email'
+        ]
+        == owner_address
+    )
