@@ -16,6 +16,7 @@ import hashlib
 import urllib.parse
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 import errors
 from services import addresses
@@ -130,17 +131,34 @@ def callback(pool, queries, config, params, cookie, facts, presented):
         claims = _claims(pool, queries, config, flow, params.get('code'))
         return _finish(pool, queries, config, flow, claims, facts, presented)
     except (Failed, oidc_http.ProviderError) as failed:
-        with pool.connection() as conn:
-            audit.record(
-                conn,
-                queries,
-                'sso_sign_in_failed',
-                subject_id=getattr(failed, 'user_id', None),
-                account_id=flow and flow['account_id'],
-                facts=facts,
-                details={'reason': failed.reason},
-            )
+        _record_failure(
+            pool,
+            queries,
+            failed.reason,
+            flow and flow['account_id'],
+            getattr(failed, 'user_id', None),
+            facts,
+        )
         return Redirect(login_page(config, error=getattr(failed, 'error', FAILED)))
+
+
+def _record_failure(pool, queries, reason, account_id, user_id, facts):
+    """The audit row of a failed callback, bounded per client address and hour
+    (sso.attack_record_callback_failure): anyone can call the callback."""
+    facts = facts or audit.NO_REQUEST
+    with pool.connection() as conn:
+        conn.execute(
+            queries['sso.attack_record_callback_failure'],
+            {
+                'address_key': audit.address_key(facts.ip_address or ''),
+                'reason': reason,
+                'account_id': account_id,
+                'subject_id': user_id,
+                'ip_address': facts.ip_address,
+                'user_agent': facts.user_agent,
+                'details': Jsonb({'reason': reason}),
+            },
+        )
 
 
 def _take_flow(pool, queries, state, cookie):

@@ -180,6 +180,9 @@ def save(conn, queries, config, account_id, settings, discovery, facts):
         for row in conn.execute(queries['sso.settings_claim_domains'], params)
     }
     _refuse_taken([domain for domain in domains if domain not in claimed])
+    if before is not None:
+        # What the provider vouched for under the replaced settings must not sign in.
+        conn.execute(queries['sso.attack_void_issued'], {'account_id': account_id})
     after = read(conn, queries, config, account_id)
     old = before or {}
     changed = [
@@ -212,6 +215,7 @@ def delete(conn, queries, config, account_id, facts):
     ).fetchone()
     if gone is None:
         return False
+    conn.execute(queries['sso.attack_void_issued'], {'account_id': account_id})
     _announce(
         conn,
         queries,

@@ -31,6 +31,7 @@ import collections
 import datetime
 import re
 import time
+import urllib.parse
 import uuid
 
 from hypothesis import HealthCheck
@@ -53,8 +54,12 @@ from services import guessing
 from services import outbox
 from tests.smtp_server import smtp_env
 from tests.smtp_server import smtp_server
+from tests.support.fake_idp import fake_idp
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
+from tests.support.sso import insert_provider
+from tests.support.sso import unique_domain
+from tests.support.sso_browser import SsoBrowser
 from tests.support.users import unique_email
 import tokens
 
@@ -74,6 +79,15 @@ CAPABILITIES = (
 )
 SCOPES = ('profile:read', 'profile:write', 'account:read', 'account:write')
 TOKENS = '/api/v1/profile/access_tokens'
+# SPEC 19: the provider of the owner's company, which vouches for his mailbox.
+SSO_ENV = {'OIDC_ALLOW_PRIVATE_ISSUERS': 'true'}
+SSO_CLIENT = 'frontdesk-attack'
+SSO_SECRET = 'the company provider secret'
+CALLBACK = '/omniauth/oidc/callback'
+# What of the owner's single sign-on reaches the attacker (browser history on a shared
+# computer, a proxy's log): nothing; the final redirect after the owner used its token;
+# the callback's address; or a token the owner never used (he closed the tab).
+SSO_LEAKS = ('nothing', 'used token', 'callback', 'unused token')
 
 LINKS = {
     'confirm': r'/app/auth/confirmation\?confirmation_token=([A-Za-z0-9_-]+)',
@@ -107,6 +121,8 @@ class Actor:
         self.mfa_tokens = []
         self.secrets = []  # (TOTP secret, user id)
         self.backup_codes = []
+        self.sso_tokens = []  # (sso_auth_token, whether it was used when seen)
+        self.sso_callbacks = []  # the query of a callback the owner's browser made
 
     def __repr__(self):
         return self.name
@@ -130,10 +146,17 @@ class AttackMachine(RuleBasedStateMachine):
     queries = None
     db_url = None
     starts_from = None  # one of CAPABILITIES, set per test (below)
+    idp = None  # the owner's company provider (tests/support/fake_idp.py)
 
     def __init__(self):
         super().__init__()
-        self.owner = Actor('owner', [unique_email('owner')])
+        # The owner's address is at his company, whose provider speaks for its domain
+        # (an account of its own, made when he first signs in through it).
+        self.owner = Actor(
+            'owner', [f'owner-{uuid.uuid4().hex[:10]}@{unique_domain()}']
+        )
+        self.sso_account = None
+        self.sso_sub = f'sub-{uuid.uuid4().hex}'
         self.attacker = Actor('attacker', [unique_email('mallory')])
         self.addresses = [self.owner.boxes[0], self.attacker.boxes[0]]
         self.account_email = self.owner.boxes[0]  # the owner's idea of it
@@ -1138,6 +1161,183 @@ class AttackMachine(RuleBasedStateMachine):
             # session nor a challenge.
             assert answer.status in (401, 429), answer.body
 
+    # --- single sign-on (SPEC 19) ----------------------------------------------------
+    # The owner holds his mailbox and the provider account for his address: the
+    # provider vouches for the mailbox, and the machine plays it honestly for him
+    # only. The attacker has no provider account in the owner's domain; he replays
+    # what of the owner's single sign-on reached him.
+
+    def provider_account(self):
+        """The owner's company: an account whose provider speaks for his domain,
+        with jit_provisioning (he becomes a member when he first signs in)."""
+        if self.sso_account is None:
+            with psycopg.connect(self.db_url, autocommit=True) as conn:
+                self.sso_account = conn.execute(
+                    self.queries['accounts.insert'], {'name': 'Company', 'locale': 'en'}
+                ).fetchone()[0]
+                insert_provider(
+                    conn,
+                    self.mail_config,
+                    self.sso_account,
+                    self.idp.issuer,
+                    SSO_CLIENT,
+                    SSO_SECRET,
+                    [self.owner.boxes[0].rpartition('@')[2]],
+                    jit_provisioning=True,
+                )
+        return self.sso_account
+
+    def browser(self):
+        browser = SsoBrowser()
+        browser.base_origin = self.base
+        return browser
+
+    def callback(self, browser, params):
+        """The browser at the callback with ``params``: the login page's query it is
+        sent to."""
+        answer = browser.request(
+            'GET', f'{self.base}{CALLBACK}?{urllib.parse.urlencode(params)}'
+        )
+        assert answer.status == 302, answer.body
+        location = urllib.parse.urlsplit(answer.headers['location'])
+        return dict(urllib.parse.parse_qsl(location.query))
+
+    def sso_barred(self, user_id):
+        """Why the callback refuses ``user_id`` (SPEC 19, 18): suspended in the
+        company account, or locked out; None: it does not."""
+        status = dict(
+            self.sql(
+                'SELECT account_id, status FROM account_users WHERE user_id = %s',
+                user_id,
+            )
+        )
+        if status.get(self.sso_account) == 'suspended':
+            return 'suspended'
+        if status and 'active' not in status.values():
+            return 'locked out'
+        return None
+
+    def reserved(self, address):
+        """Does a live e-mail revert link reserve ``address`` (SPEC 3.4)?"""
+        return bool(
+            self.sql(
+                'SELECT 1 FROM one_time_tokens WHERE email = %s'
+                " AND purpose = 'email_revert' AND expires_at > now()",
+                address,
+            )
+        )
+
+    def at_the_company(self):
+        """Is the owner's address still the one his company's provider vouches for
+        (he may have moved to another)?"""
+        return self.account_email == self.owner.boxes[0]
+
+    @precondition(lambda self: not self.waiting and self.at_the_company())
+    @rule(leak=st.sampled_from(SSO_LEAKS))
+    def owner_signs_in_with_sso(self, leak):
+        """The owner signs in through his provider: start, the provider's ID token for
+        his address, the callback, the token sign-in (a second step follows as after a
+        password).
+
+        Who he lands on: the user of his address, or (none) a new member. When that
+        user was not confirmed (a squatter's sign-up), this was the owner's first
+        confirmation (SPEC 19, 3.4): the squatter's password, sessions and tokens are
+        dead at once. Otherwise single sign-on is a way in, not a credential change:
+        what the attacker holds stays until the owner's recovery (SPEC 3.3).
+        """
+        self.provider_account()
+        address = self.account_email
+        holder = self.sql(
+            'SELECT id, confirmed_at IS NOT NULL FROM users WHERE email = %s', address
+        )
+        browser = self.browser()
+        started = browser.request(
+            'GET', f'{self.base}/auth/sso?{urllib.parse.urlencode({"email": address})}'
+        )
+        assert started.status == 302, started.body
+        flow = dict(
+            urllib.parse.parse_qsl(
+                urllib.parse.urlsplit(started.headers['location']).query
+            )
+        )
+        self.idp.id_token = self.idp.sign(
+            self.idp.claims(SSO_CLIENT, flow['nonce'], email=address, sub=self.sso_sub)
+        )
+        params = {'code': uuid.uuid4().hex, 'state': flow['state']}
+        ended = self.callback(browser, params)
+        if leak == 'callback':
+            self.attacker.sso_callbacks.append(params)
+        if 'sso_auth_token' not in ended:
+            # A suspended or locked-out user (SPEC 18), or an address a live revert
+            # link reserves (no new user takes it: SPEC 3.4).
+            if holder:
+                why = self.sso_barred(holder[0][0])
+            else:
+                why = 'reserved' if self.reserved(address) else None
+            assert why is not None, ('the owner is refused by single sign-on', ended)
+            TALLY[('sso refused', why, self.capability)] += 1
+            return
+        assert ended['email'] == address
+        [(landed,)] = self.sql('SELECT id FROM users WHERE email = %s', address)
+        if holder:
+            assert landed == holder[0][0], 'single sign-on moved the address'
+        if not holder or not holder[0][1]:
+            # A new user, or the first confirmation: no password, no second factor;
+            # whatever the owner knew of this address before signs in no more.
+            self.owner.passwords = []
+            self.owner_mfa = self.foreign_mfa = False
+            self.recovered = False
+        self.prove(landed, anew=not holder)
+        if holder and not holder[0][1]:
+            self.attacker_holds_nothing_of({landed}, {address})
+            TALLY[('sso first confirmation', self.capability)] += 1
+        token = ended['sso_auth_token']
+        if leak == 'unused token':
+            # A live credential of the owner's in the attacker's hands: the owner
+            # recovers anew, and that must void it.
+            self.attacker.sso_tokens.append((token, False))
+            self.recovered = False
+            TALLY[('sso token abandoned', self.capability)] += 1
+            return
+        answer = self.call(
+            'POST', '/auth/sign_in', {'email': address, 'sso_auth_token': token}
+        )
+        assert answer.status in (200, 206), answer.body
+        if leak == 'used token':
+            self.attacker.sso_tokens.append((token, True))
+        self.signed_in(self.owner, answer)
+        TALLY[('sso sign-in', answer.status, self.capability)] += 1
+
+    @precondition(lambda self: self.attacker.sso_tokens)
+    @rule(pick=PICK)
+    def attacker_replays_sso_token(self, pick):
+        """A used token is spent; an unused one is the owner's session until a
+        credential change voids it (the invariant checks that a recovery does)."""
+        token, used = self.attacker.sso_tokens.pop(pick % len(self.attacker.sso_tokens))
+        answer = self.call(
+            'POST',
+            '/auth/sign_in',
+            {'email': self.account_email, 'sso_auth_token': token},
+        )
+        assert answer.status in ((401,) if used else (200, 206, 401)), answer.body
+        self.signed_in(self.attacker, answer)
+        TALLY[('sso token replayed', used, answer.status)] += 1
+
+    @precondition(lambda self: self.attacker.sso_callbacks)
+    @rule(pick=PICK, own_flow=st.booleans())
+    def attacker_replays_callback(self, pick, own_flow):
+        """The owner's callback address, from the attacker's browser (with a flow of
+        his own for the owner's address, or none): the fd_sso cookie binds a flow to
+        the browser that started it, and a flow is used once."""
+        params = self.attacker.sso_callbacks[pick % len(self.attacker.sso_callbacks)]
+        browser = self.browser()
+        if own_flow:
+            query = urllib.parse.urlencode({'email': self.account_email})
+            browser.request('GET', f'{self.base}/auth/sso?{query}')
+        ended = self.callback(browser, params)
+        assert 'sso_auth_token' not in ended, 'a replayed callback got a token'
+        TALLY[('sso callback replayed', own_flow)] += 1
+
     # --- the owner's recovery from the mailbox --------------------------------------
 
     @precondition(lambda self: not self.waiting)
@@ -1321,6 +1521,20 @@ class AttackMachine(RuleBasedStateMachine):
         self.sync_mail()
         if not self.recovered:
             return
+        # At the owner's address, and at whatever address an account he proved has
+        # now (a thief may have moved it).
+        addresses = {self.account_email} | {
+            email
+            for (email,) in self.sql(
+                'SELECT email FROM users WHERE id = ANY(%s)', sorted(self.owners())
+            )
+        }
+        self.attacker_holds_nothing_of(self.owners(), addresses)
+
+    def attacker_holds_nothing_of(self, users, addresses):
+        """No session, API token, personal access token or sso_auth_token the attacker
+        holds acts as any of ``users``, and no password of his signs in at any of
+        ``addresses``."""
         attacker = self.attacker
         probes = [('session', s['headers']) for s in attacker.sessions]
         probes += [('api token', {'api_access_token': t}) for t in attacker.api_tokens]
@@ -1334,21 +1548,26 @@ class AttackMachine(RuleBasedStateMachine):
                 continue
             answer = self.call('GET', '/api/v1/profile', None, headers)
             if answer.status == 200:
-                assert answer.json['id'] not in self.owners(), (
+                assert answer.json['id'] not in users, (
                     f'an attacker {what} still acts as the owner after the recovery',
                     answer.json['id'],
                 )
             else:
                 assert answer.status in (401, 403), answer.body
                 self.dead.add(key)
-        # At the owner's address, and at whatever address an account he proved has
-        # now (a thief may have moved it).
-        addresses = {self.account_email} | {
-            email
-            for (email,) in self.sql(
-                'SELECT email FROM users WHERE id = ANY(%s)', sorted(self.owners())
+        # Every sso_auth_token he saw is spent, or was voided by the credential change.
+        for token, _ in attacker.sso_tokens:
+            answer = self.call(
+                'POST',
+                '/auth/sign_in',
+                {'email': self.account_email, 'sso_auth_token': token},
             )
-        }
+            assert answer.status == 401, (
+                'an sso_auth_token the attacker saw signs in as the owner after he'
+                ' took it back',
+                answer.body,
+            )
+        attacker.sso_tokens = []
         for address in sorted(addresses):
             for password in attacker.passwords:
                 if ('password', address, password) in self.dead:
@@ -1415,7 +1634,7 @@ def attack_inbox():
 @pytest.fixture(scope='module')
 def attack_url(base_env, tmp_path_factory):
     """A gunicorn with a small session cap, so eviction happens."""
-    env = {**base_env, 'MAX_USER_SESSIONS': str(MAX_USER_SESSIONS)}
+    env = {**base_env, **SSO_ENV, 'MAX_USER_SESSIONS': str(MAX_USER_SESSIONS)}
     log_path = tmp_path_factory.mktemp('attack') / 'gunicorn.log'
     with run_gunicorn(env, workers=2, log_path=log_path) as base:
         yield base
@@ -1437,13 +1656,21 @@ def machine_settings(request):
     return settings(**SUITE, **common)
 
 
+@pytest.fixture(scope='module')
+def attack_idp():
+    with fake_idp() as provider:
+        yield provider
+
+
 @pytest.fixture
-def machine_world(base_env, direct_database_url, attack_url, attack_inbox):
-    """The server, the mailboxes and the database the machine works with."""
+def machine_world(base_env, direct_database_url, attack_url, attack_inbox, attack_idp):
+    """The server, the mailboxes, the owner's provider and the database the machine
+    works with."""
     AttackMachine.base = attack_url
     AttackMachine.inbox = attack_inbox
+    AttackMachine.idp = attack_idp
     AttackMachine.mail_config = config_module.load(
-        smtp_env(base_env, attack_inbox.port)
+        {**smtp_env(base_env, attack_inbox.port), **SSO_ENV}
     )
     AttackMachine.queries = db.load_queries()
     AttackMachine.db_url = direct_database_url
@@ -1510,12 +1737,27 @@ def the_leaked_token_is_used_after_the_reset(capability):
     replay(capability)
 
 
+def the_owners_unused_sso_token_leaks_before_his_reset(capability):
+    """The owner's single sign-on ends at a token he never uses (he closed the tab),
+    and the final redirect's address reaches the attacker: his recovery (a reset, a
+    credential change) must void it. From the squatter's start the callback was also
+    the owner's first confirmation."""
+    replay(
+        capability,
+        lambda machine: machine.owner_signs_in_with_sso('unused token'),
+    )
+
+
 KNOWN_TAKEOVERS = {
-    'squatter': (the_squatter_enables_mfa_before_the_owner_confirms,),
+    'squatter': (
+        the_squatter_enables_mfa_before_the_owner_confirms,
+        the_owners_unused_sso_token_leaks_before_his_reset,
+    ),
     'stolen_session': (the_thief_signs_up_with_the_address_he_moved_the_account_from,),
     'password': (
         the_thief_signs_up_with_the_address_he_moved_the_account_from,
         the_password_holder_voids_the_hours_last_reset_link,
+        the_owners_unused_sso_token_leaks_before_his_reset,
     ),
     'personal_token': (the_leaked_token_is_used_after_the_reset,),
 }

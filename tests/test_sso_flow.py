@@ -14,6 +14,7 @@ import http.client
 import threading
 import time
 import urllib.parse
+import uuid
 
 import pytest
 import webtest
@@ -165,8 +166,13 @@ def start(app, email, target='web'):
 
 
 def callback(app, params, cookie=None, **headers):
-    """The browser back at the callback: where it is sent next."""
+    """The browser back at the callback: where it is sent next. From an address of
+    its own unless ``headers`` name one: failures are audited once per address, hour
+    and reason."""
     app.cookiejar.clear()
+    headers.setdefault(
+        'X-Real-IP', f'198.18.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}'
+    )
     if cookie is not None:
         headers['Cookie'] = f'{sso.COOKIE}={cookie}'
     answer = app.get('/omniauth/oidc/callback', params, headers=headers, status=302)

@@ -80,8 +80,9 @@ SELECT prune_audit_events(%(retention_days)s) AS deleted;
 -- address (address_key: an IPv6 client by its /64, as the rate limits), hour, reason
 -- and subject in one rate_limit_counters row (kept 30 days; the table cleans itself),
 -- and only the first of each writes its audit row, so unauthenticated traffic cannot
--- grow the log without bound (SPEC 14). A known user's wrong passwords each write one:
--- the guessing budget (SPEC 3.4) bounds them.
+-- grow the log without bound (SPEC 14). So are a known address's bad sso_auth_tokens
+-- (sso_token): anyone can post them and no budget bounds them. A known user's wrong
+-- passwords each write one: the guessing budget (SPEC 3.4) bounds them.
 WITH subject AS (
     SELECT id FROM users WHERE email = %(email)s
 ), counted AS (
@@ -89,7 +90,7 @@ WITH subject AS (
     SELECT 'audit sign_in_failed|ip=' || %(address_key)s || '|reason=' || %(reason)s
                || '|subject=' || coalesce((SELECT id FROM subject)::text, 'none'),
            date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days'
-     WHERE %(reason)s = 'rate_limited' OR NOT EXISTS (SELECT 1 FROM subject)
+     WHERE %(reason)s IN ('rate_limited', 'sso_token') OR NOT EXISTS (SELECT 1 FROM subject)
     ON CONFLICT (bucket, window_start) DO UPDATE
        SET hits = c.hits + 1
     RETURNING c.hits

@@ -300,3 +300,39 @@ SELECT 'sso_backchannel_logout_refused', %(account_id)s::bigint, %(ip_address)s,
        %(details)s
  WHERE (SELECT hits FROM counted) = 1
 RETURNING id;
+
+-- name: attack_record_callback_failure
+-- A failed callback's audit row (sso_sign_in_failed). Anyone can send a browser, or a
+-- script, to the callback with a made-up state, so as for refused logout tokens
+-- (logout_record_refusal) they are counted per client address, hour, reason, account
+-- and user in one rate_limit_counters row, and only the first of each writes its row
+-- (SPEC 14): the log cannot be grown without bound.
+WITH counted AS (
+    INSERT INTO rate_limit_counters AS c (bucket, window_start, hits, expires_at)
+    VALUES ('audit sso_sign_in_failed|ip=' || %(address_key)s || '|reason=' || %(reason)s
+                || '|account=' || coalesce(%(account_id)s::bigint::text, 'none')
+                || '|subject=' || coalesce(%(subject_id)s::bigint::text, 'none'),
+            date_trunc('hour', now()), 1, date_trunc('hour', now()) + interval '30 days')
+    ON CONFLICT (bucket, window_start) DO UPDATE
+       SET hits = c.hits + 1
+    RETURNING c.hits
+)
+INSERT INTO audit_events (event, subject_id, account_id, ip_address, user_agent, details)
+SELECT 'sso_sign_in_failed', %(subject_id)s::bigint, %(account_id)s::bigint, %(ip_address)s,
+       %(user_agent)s, %(details)s
+ WHERE (SELECT hits FROM counted) = 1
+RETURNING id;
+
+-- name: attack_void_issued
+-- What the account's provider vouched for under the settings now replaced or deleted:
+-- its flows in flight, its unused sso_auth_tokens and the MFA challenges they opened
+-- (flow_mark_challenge). Each was issued under settings (issuer, client, domains,
+-- trust_idp_mfa) that no longer hold; the user starts again.
+WITH flows AS (
+    DELETE FROM sso_flows
+     WHERE account_id = %(account_id)s
+)
+DELETE FROM one_time_tokens
+ WHERE sso_account_id = %(account_id)s
+   AND purpose IN ('sso', 'mfa_challenge', 'mfa_setup')
+RETURNING id;
