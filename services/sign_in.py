@@ -162,6 +162,9 @@ def with_sso_token(pool, queries, config, doc, facts):
             if row['email'] != email:
                 # Another user's token: theirs stays usable (rolled back).
                 raise errors.Unprocessable(message=INVALID_TOKEN)
+            if not row['member']:
+                # Suspended in the provider's account since the callback.
+                raise errors.AccountSuspended()
             kind = None
             if not row['idp_second_factor']:
                 kind = _challenge_kind(conn, queries, row['id'])

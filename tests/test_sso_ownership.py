@@ -117,6 +117,33 @@ def test_a_token_is_void_once_its_user_is_locked_out(
     assert answer.json.get('error_code') == 'account_suspended'
 
 
+def test_a_token_is_void_once_its_user_is_suspended_in_the_providers_account(
+    app,  # noqa: F811
+    conn,
+    setup,  # noqa: F811
+    member,  # noqa: F811
+    make_account,
+):
+    """Suspended in the provider's account between the callback and the token's use,
+    but active in another: the provider no longer vouches for them here."""
+    other = make_account()
+    conn.execute(
+        'INSERT INTO account_users (account_id, user_id, role)'
+        " VALUES (%s, %s, 'agent')",
+        (other, member.id),
+    )
+    location, _ = sign_in_through(app, setup, member.email)
+    _, token = token_of(location)
+    conn.execute(
+        "UPDATE account_users SET status = 'suspended'"
+        ' WHERE user_id = %s AND account_id = %s',
+        (member.id, setup.account_id),
+    )
+    answer = token_sign_in(app, member.email, token, 401)
+    assert answer.json.get('error_code') == 'account_suspended'
+    assert 'access-token' not in answer.headers
+
+
 # --- the provider's settings vouch only while they hold -------------------------------
 
 

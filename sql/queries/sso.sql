@@ -104,7 +104,9 @@ RETURNING id;
 -- name: flow_take_token
 -- Uses up a live sso_auth_token (sign_in.use_link, with the user row locked first), with
 -- what sessions.sign_in needs of the user and what the session records. Only for the
--- address it was issued to: after an e-mail change it is void.
+-- address it was issued to: after an e-mail change it is void. member: whether its user
+-- is still an active member of the provider's account (suspended there since the
+-- callback, the provider no longer vouches for them there: SPEC 18, 19).
 DELETE FROM one_time_tokens t
  USING users u
  WHERE t.token_digest = %(token_digest)s
@@ -113,7 +115,12 @@ DELETE FROM one_time_tokens t
    AND u.id = t.user_id
    AND u.email = t.email
 RETURNING u.id, u.email, u.name, u.encrypted_password, t.sso_account_id, t.sso_sid,
-          t.sso_sub, t.idp_second_factor;
+          t.sso_sub, t.idp_second_factor,
+          EXISTS (SELECT 1
+                    FROM account_users au
+                   WHERE au.account_id = t.sso_account_id
+                     AND au.user_id = u.id
+                     AND au.status = 'active') AS member;
 
 -- name: flow_mark_challenge
 -- The MFA challenge that follows an sso_auth_token carries its single-sign-on data, so
