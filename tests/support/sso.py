@@ -9,6 +9,10 @@ from psycopg.types.json import Jsonb
 from services import oidc_http
 from services import sso_providers
 
+# An account's single sign-on settings: its GET and DELETE answer SPEC 19's 404 until
+# the account has some, so the tests that walk every route expect that 404 here.
+SETTINGS_ROUTE = '/api/v1/accounts/{account_id:id}/sso_settings'
+
 
 def unique_domain():
     return f'sso-{uuid.uuid4().hex[:10]}.example.com'
