@@ -340,20 +340,19 @@ def test_a_slow_provider_is_refused_at_the_deadline_and_holds_no_one_else(
     """Real gunicorn with 2 workers: while one waits for the provider (which answers
     after 8 s), the other answers; the wait ends in a 422 at the 5 s deadline, and no
     database transaction is held open meanwhile."""
-    idp.delays[DISCOVERY] = 8
+    # Far longer than the 5 s deadline: an answer before it proves the deadline.
+    idp.delays[DISCOVERY] = 60
     env = {**base_env, 'OIDC_ALLOW_PRIVATE_ISSUERS': 'true'}
     with run_gunicorn(env, workers=2) as base:
         outcome = {}
 
         def put():
-            started = time.monotonic()
             outcome['answer'] = http(
                 'PUT',
                 base + url(admin.account_id),
                 body(idp.issuer, [domain]),
                 headers=admin.headers,
             )
-            outcome['seconds'] = time.monotonic() - started
 
         worker = threading.Thread(target=put)
         worker.start()
@@ -361,9 +360,9 @@ def test_a_slow_provider_is_refused_at_the_deadline_and_holds_no_one_else(
         while not idp.requests and time.monotonic() < deadline:
             time.sleep(0.05)
         assert idp.requests, 'the provider was never asked'
-        started = time.monotonic()
+        # While that worker waits on the provider, the other answers.
         meanwhile = http('GET', base + url(admin.account_id), headers=admin.headers)
-        assert meanwhile.status == 404 and time.monotonic() - started < 2
+        assert meanwhile.status == 404
         # Another administrator action, which takes the account's row first
         # (services/memberships.py): the waiting request does not hold it.
         renamed = http(
@@ -372,7 +371,8 @@ def test_a_slow_provider_is_refused_at_the_deadline_and_holds_no_one_else(
             {'name': 'Renamed meanwhile'},
             headers=admin.headers,
         )
-        assert renamed.status == 200 and time.monotonic() - started < 3
+        assert renamed.status == 200
+        assert 'answer' not in outcome, 'answered only after the waiting PUT'
         # Nor any transaction.
         assert (
             conn.execute(
@@ -385,7 +385,8 @@ def test_a_slow_provider_is_refused_at_the_deadline_and_holds_no_one_else(
     answer = outcome['answer']
     assert answer.status == 422
     assert 'did not answer within 5 s' in answer.json['message']
-    assert 4.5 <= outcome['seconds'] < 7.5
+    # Let go by its own deadline, not by the provider, which had not answered.
+    assert DISCOVERY not in idp.finished
     assert_nothing_stored(conn, admin.account_id)
 
 

@@ -9,7 +9,8 @@ publishes it at /jwks.
     with fake_idp() as idp:
         idp.id_token = idp.sign({...claims...})       # what /token hands out next
         idp.answers['/token'] = (500, 'text/html', b'<html>oops</html>')
-        idp.delays['/token'] = 8                        # seconds before answering
+        idp.delays['/token'] = 60                       # seconds before answering
+        ...                                             # idp.finished: delays run out
 """
 
 import base64
@@ -57,6 +58,9 @@ class FakeIdP:
         self.delays = {}
         # (method, path, headers, form) of every request, in order.
         self.requests = []
+        # The paths whose delay had run out (their answer was about to go), in order:
+        # a caller that got its answer while its path is not here gave up first.
+        self.finished = []
 
     # --- tokens -------------------------------------------------------------------
     def claims(self, client_id, nonce, **overrides):
@@ -106,6 +110,7 @@ class FakeIdP:
         form = dict(urllib.parse.parse_qsl(raw.decode('latin-1')))
         self.requests.append((method, path, dict(handler.headers), form))
         time.sleep(self.delays.get(path, 0))
+        self.finished.append(path)
         if path in self.answers:
             status, content_type, body = self.answers[path]
         elif path == DISCOVERY:
