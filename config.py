@@ -6,6 +6,7 @@ import dataclasses
 import ipaddress
 import os
 import pathlib
+import re
 import sys
 import urllib.parse
 
@@ -82,6 +83,9 @@ class Config:
     # SPEC 19: an issuer (and every URL its discovery names) may be on a loopback or
     # private address, over http too: tests, providers on the same private network.
     oidc_allow_private_issuers: bool = False
+    # SPEC 20: how long a scheduled account deletion waits, and who hears of each purge.
+    account_deletion_grace_days: int = 7
+    instance_admin_email: str | None = None
 
     @property
     def idle_seconds(self):
@@ -202,6 +206,18 @@ def _smtp_tls(env):
             'unencrypted (set SMTP_TLS=starttls or implicit)'
         )
     return mode
+
+
+def _address(env, name):
+    value = env.get(name)
+    if not value:
+        return None
+    # The base layer may not import services/addresses.py: the shape, and the stored
+    # form (lower case) that addresses.normalise gives.
+    value = value.strip().lower()
+    if not re.fullmatch(r'[^@\s]+@[^@\s]+\.[^@\s]+', value) or len(value) > 254:
+        raise ConfigError(f'{name} must be an e-mail address, got {value!r}')
+    return value
 
 
 def _choice(env, name, choices):
@@ -347,6 +363,10 @@ def load(env=None):
         log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),
         secret_key=_secret_key(env),
         oidc_allow_private_issuers=_bool(env, 'OIDC_ALLOW_PRIVATE_ISSUERS', False),
+        account_deletion_grace_days=_number(
+            env, 'ACCOUNT_DELETION_GRACE_DAYS', 7, 0, 3650
+        ),
+        instance_admin_email=_address(env, 'INSTANCE_ADMIN_EMAIL'),
     )
 
 

@@ -23,8 +23,12 @@ CREATE TABLE public.accounts (
     features jsonb DEFAULT '{}'::jsonb NOT NULL,
     enforce_mfa boolean DEFAULT false NOT NULL,
     restrict_legacy_access_token boolean DEFAULT false NOT NULL,
+    deletion_due_at timestamp with time zone,
+    deletion_requested_at timestamp with time zone,
+    deletion_requested_by bigint,
     CONSTRAINT accounts_auto_resolve_duration_check CHECK (((auto_resolve_duration >= 1) AND (auto_resolve_duration <= 999))),
     CONSTRAINT accounts_custom_attributes_check CHECK ((jsonb_typeof(custom_attributes) = 'object'::text)),
+    CONSTRAINT accounts_deletion_scheduled CHECK ((((deletion_due_at IS NULL) = (deletion_requested_at IS NULL)) AND ((deletion_requested_by IS NULL) OR (deletion_due_at IS NOT NULL)))),
     CONSTRAINT accounts_domain_check CHECK ((char_length(domain) <= 100)),
     CONSTRAINT accounts_features_check CHECK ((jsonb_typeof(features) = 'object'::text)),
     CONSTRAINT accounts_inbox_cache_key_check CHECK ((inbox_cache_key ~ '^[0-9]{10,}$'::text)),
@@ -205,6 +209,54 @@ CREATE FUNCTION public.audit_events_page(page public.audit_events[], page_size i
         'next_before', CASE WHEN cardinality(page) > page_size THEN (page[page_size]).id END)
 $$;
 
+CREATE FUNCTION public.erase_account_trail(p_account_id bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    erased bigint;
+BEGIN
+    IF EXISTS (SELECT FROM accounts WHERE id = p_account_id)
+       OR NOT EXISTS (SELECT FROM account_deletions WHERE account_id = p_account_id) THEN
+        RAISE EXCEPTION 'account % is not purged: its audit rows stay', p_account_id;
+    END IF;
+    DELETE FROM audit_events WHERE account_id = p_account_id;
+    GET DIAGNOSTICS erased = ROW_COUNT;
+    RETURN erased;
+END
+$$;
+
+CREATE FUNCTION public.erase_user_trail(p_user_id bigint, p_addresses text[]) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+DECLARE
+    erased bigint;
+    cleared bigint;
+    addresses text[];
+BEGIN
+    IF EXISTS (SELECT FROM users WHERE id = p_user_id) THEN
+        RAISE EXCEPTION 'user % is not erased: their audit rows stay', p_user_id;
+    END IF;
+    SELECT coalesce(array_agg(a), '{}') INTO addresses
+      FROM unnest(p_addresses) AS a
+     WHERE a IS NOT NULL
+       AND NOT EXISTS (SELECT FROM users u WHERE u.email = a OR u.unconfirmed_email = a);
+    DELETE FROM audit_events e
+     WHERE e.subject_id = p_user_id
+        OR (cardinality(addresses) > 0
+            AND EXISTS (SELECT FROM jsonb_each_text(e.details) d
+                         WHERE lower(d.value) = ANY (addresses)));
+    GET DIAGNOSTICS erased = ROW_COUNT;
+    UPDATE audit_events
+       SET actor_id = NULL, session_id = NULL, ip_address = NULL, user_agent = NULL
+     WHERE actor_id = p_user_id;
+    GET DIAGNOSTICS cleared = ROW_COUNT;
+    UPDATE account_deletions SET scheduled_by = NULL WHERE scheduled_by = p_user_id;
+    RETURN erased + cleared;
+END
+$$;
+
 CREATE FUNCTION public.grant_app_role(app regrole) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_temp'
@@ -238,8 +290,11 @@ BEGIN
     EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE ON SEQUENCES TO %s', app);
     EXECUTE format('REVOKE UPDATE, DELETE ON audit_events FROM %s', app);
     EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON schema_migrations FROM %s', app);
+    EXECUTE format('REVOKE UPDATE, DELETE ON account_deletions FROM %s', app);
     EXECUTE format('REVOKE ALL ON FUNCTION prune_audit_events(integer),'
                    ' grant_app_role(regrole) FROM %s', app);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION erase_account_trail(bigint),'
+                   ' erase_user_trail(bigint, text[]) TO %s', app);
     IF pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE') THEN
         EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
     END IF;
@@ -483,6 +538,15 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+CREATE TABLE public.account_deletions (
+    account_id bigint NOT NULL,
+    deleted_at timestamp with time zone DEFAULT now() NOT NULL,
+    scheduled_at timestamp with time zone NOT NULL,
+    scheduled_by bigint,
+    reason text NOT NULL,
+    CONSTRAINT account_deletions_reason_check CHECK ((reason = ANY (ARRAY['manual_deletion'::text, 'last_member_erased'::text])))
+);
 
 ALTER TABLE public.account_users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME public.account_users_id_seq
@@ -733,6 +797,9 @@ ALTER TABLE public.users ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+ALTER TABLE ONLY public.account_deletions
+    ADD CONSTRAINT account_deletions_pkey PRIMARY KEY (account_id);
+
 ALTER TABLE ONLY public.account_users
     ADD CONSTRAINT account_users_pkey PRIMARY KEY (id);
 
@@ -811,7 +878,11 @@ ALTER TABLE ONLY public.users
 ALTER TABLE ONLY public.users
     ADD CONSTRAINT users_pubsub_token_key UNIQUE (pubsub_token);
 
+CREATE INDEX account_deletions_scheduled_by_idx ON public.account_deletions USING btree (scheduled_by) WHERE (scheduled_by IS NOT NULL);
+
 CREATE INDEX account_users_account_id_idx ON public.account_users USING btree (account_id);
+
+CREATE INDEX accounts_deletion_due_idx ON public.accounts USING btree (deletion_due_at) WHERE (deletion_due_at IS NOT NULL);
 
 CREATE INDEX audit_events_account_idx ON public.audit_events USING btree (account_id, id) WHERE (account_id IS NOT NULL);
 

@@ -44,6 +44,7 @@ PINNED = {
     '0018_account_trigger_locks_members_in_id_order.sql': 'd3ca5fde71182d9ba45594d556d45bf7299b0057dbeae097c063175d25c1241d',  # noqa: E501
     '0019_app_role_owns_nothing.sql': '12a2ade1ee0b4707eb8465ac806ca6e97fa18361b05c6eee56e3f6504d815b00',  # noqa: E501
     '0020_single_sign_on.sql': 'ecfa4076a077567ce4a85f2b7b4bdae1c692582cad4a28720da57348172e5010',  # noqa: E501
+    '0021_account_deletion.sql': '735de70acceafd9d36bad89a4a1d1956eab97b95a702227e64cc6986c47e94e8',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'
