@@ -14,11 +14,10 @@
 WITH u AS (
     SELECT * FROM users WHERE id = %(user_id)s
 ), events AS (
-    SELECT e.id, e.created_at, e.event, e.actor_id, e.subject_id, e.account_id,
-           CASE WHEN e.actor_id IS NULL OR e.actor_id = %(user_id)s THEN e.ip_address END AS ip_address,
-           CASE WHEN e.actor_id IS NULL OR e.actor_id = %(user_id)s THEN e.user_agent END AS user_agent,
-           CASE WHEN e.actor_id IS NULL OR e.actor_id = %(user_id)s THEN e.session_id END AS session_id,
-           e.details
+    SELECT CASE WHEN e.actor_id IS NULL OR e.actor_id = %(user_id)s THEN e
+                ELSE (e.id, e.created_at, e.event, e.actor_id, e.subject_id, e.account_id,
+                      NULL, NULL, NULL, e.details)::audit_events
+           END AS e
       FROM audit_events e
      WHERE (e.subject_id = %(user_id)s OR e.actor_id = %(user_id)s)
        AND e.created_at > now() - make_interval(days => %(retention_days)s)
@@ -109,16 +108,9 @@ SELECT json_build_object(
                             'sso_sid', t.sso_sid) ORDER BY t.id DESC), '[]')
                    FROM user_tokens t
                   WHERE t.user_id = u.id),
-    'personal_access_tokens', (SELECT COALESCE(json_agg(json_build_object(
-                                          'id', p.id,
-                                          'user_id', p.user_id,
-                                          'name', p.name,
-                                          'scopes', p.scopes,
-                                          'account_ids', p.account_ids,
-                                          'expires_at', iso8601(p.expires_at),
-                                          'created_at', iso8601(p.created_at),
-                                          'last_used_at', iso8601(p.last_used_at),
-                                          'last_used_ip', p.last_used_ip) ORDER BY p.id DESC), '[]')
+    'personal_access_tokens', (SELECT COALESCE(json_agg((personal_access_token_json(p)::jsonb
+                                           || jsonb_build_object('user_id', p.user_id))
+                                          ORDER BY p.id DESC), '[]')
                                  FROM personal_access_tokens p
                                 WHERE p.user_id = u.id),
     'links', (SELECT COALESCE(json_agg(json_build_object(
@@ -166,18 +158,8 @@ SELECT json_build_object(
                                           'reason', d.reason) ORDER BY d.account_id), '[]')
                                  FROM account_deletions d
                                 WHERE d.scheduled_by = u.id),
-    'audit_events', (SELECT COALESCE(json_agg(json_build_object(
-                                'id', e.id,
-                                'created_at', iso8601(e.created_at),
-                                'event', e.event,
-                                'actor_id', e.actor_id,
-                                'subject_id', e.subject_id,
-                                'account_id', e.account_id,
-                                'ip_address', e.ip_address,
-                                'user_agent', e.user_agent,
-                                'session_id', e.session_id,
-                                'details', e.details) ORDER BY e.id DESC), '[]')
-                       FROM (SELECT * FROM events ORDER BY id DESC LIMIT %(max_rows)s) AS e),
+    'audit_events', (SELECT COALESCE(json_agg(audit_event_json(page.e) ORDER BY (page.e).id DESC), '[]')
+                       FROM (SELECT events.e FROM events ORDER BY (events.e).id DESC LIMIT %(max_rows)s) AS page),
     'audit_events_truncated', (SELECT count(*) > %(max_rows)s FROM events),
     'mails', (SELECT COALESCE(json_agg(json_build_object(
                          'id', m.id,
