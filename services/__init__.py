@@ -9,8 +9,17 @@ not import which (tests/test_layers.py holds every import to both).
 # rows, sessions and security e-mails, and imports only audit; in credentials, mail
 # (security_mail) could not use it.
 PARTS = {
-    # sign_in signs up too (users, captcha): accounts'.
-    'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships', 'sign_in'),
+    # sign_in signs up too (users, captcha): accounts'. export reads every part's rows
+    # (SPEC 20).
+    'accounts': (
+        'profiles',
+        'users',
+        'avatars',
+        'captcha',
+        'memberships',
+        'sign_in',
+        'export',
+    ),
     'credentials': (
         'credentials',
         'passwords',

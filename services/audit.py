@@ -57,6 +57,8 @@ EVENTS = (
     'sso_break_glass',
     'sso_backchannel_logout',
     'sso_backchannel_logout_refused',
+    # SPEC 20: the user downloaded everything stored about them.
+    'profile_exported',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
