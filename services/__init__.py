@@ -10,7 +10,16 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'.
-    'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships', 'sign_in'),
+    # deletion: the purge of accounts and the one eraser of people (SPEC 20).
+    'accounts': (
+        'profiles',
+        'users',
+        'avatars',
+        'captcha',
+        'memberships',
+        'sign_in',
+        'deletion',
+    ),
     'credentials': (
         'credentials',
         'passwords',
