@@ -35,6 +35,7 @@ from tests.support.users import unique_email
 from tests.test_avatars import encode
 from tests.test_avatars import picture
 from tests.test_avatars import upload
+from tests.test_mail import enqueue
 from tests.test_mfa import enable
 from tests.test_suspension import reactivate
 from tests.test_suspension import suspend
@@ -150,6 +151,21 @@ def gone_from_the_server(conn, pids):
     ).fetchone()['n']:
         assert time.monotonic() < deadline, pids
         time.sleep(0.02)
+
+
+def killed_while_waiting(conn, base_env, direct_database_url, statement, params):
+    """Start a purge, let it block on the row locks ``statement`` takes (held by the
+    test), SIGKILL it there, and return once the server has ended its backend."""
+    holder = holding(direct_database_url, statement, params)
+    proc = purge_command(base_env)
+    try:
+        pids = blocked_by(conn, holder)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        holder.rollback()
+        holder.close()
+    gone_from_the_server(conn, pids)
 
 
 def state_of_account(conn, account_id):
@@ -513,20 +529,13 @@ def test_a_purge_killed_between_accounts_leaves_each_whole_or_gone(
     schedule(conn, second_id, ago=10)
     whole = state_of_account(conn, second_id)
     # The purge commits the first account, takes the second and waits for its member.
-    holder = holding(
+    killed_while_waiting(
+        conn,
+        base_env,
         direct_database_url,
         'SELECT id FROM users WHERE id = %s FOR UPDATE',
         (second_member.id,),
     )
-    proc = purge_command(base_env)
-    try:
-        pids = blocked_by(conn, holder)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        holder.rollback()
-        holder.close()
-    gone_from_the_server(conn, pids)
 
     assert compliance_row(conn, first_id) is not None
     assert not exists(conn, 'users', 'id', first_member.id)
@@ -545,16 +554,7 @@ def test_a_purge_killed_inside_an_account_leaves_it_whole(
     member = make_user(account_id=account_id)
     admin = make_user(account_id=account_id, role='administrator')
     admin.account_id = account_id
-    conn.execute(
-        queries['mail.enqueue'],
-        {
-            'kind': 'test',
-            'to_address': member.email,
-            'subject': 'Hello',
-            'text_body': 'Hello',
-            'html_body': '<p>Hello</p>',
-        },
-    )
+    enqueue(conn, queries, member.email)
     schedule(conn, account_id, requested_by=admin.id)
     conn.execute(
         'INSERT INTO audit_events (event, subject_id, account_id)'
@@ -568,20 +568,13 @@ def test_a_purge_killed_inside_an_account_leaves_it_whole(
     # The purge has deleted the memberships and the account, written the compliance
     # row and erased the account's audit rows, and waits, erasing the member, for
     # their mail.
-    holder = holding(
+    killed_while_waiting(
+        conn,
+        base_env,
         direct_database_url,
         'SELECT id FROM mail_outbox WHERE to_address = %s FOR UPDATE',
         (member.email,),
     )
-    proc = purge_command(base_env)
-    try:
-        pids = blocked_by(conn, holder)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        holder.rollback()
-        holder.close()
-    gone_from_the_server(conn, pids)
 
     assert state_of_account(conn, account_id) == whole
     assert member_of(conn, member.id) == [account_id]
@@ -696,16 +689,7 @@ def test_a_failed_purge_is_logged_and_the_worker_goes_on_delivering(
     worker.start()
     try:
         address = unique_email('after-purge')
-        conn.execute(
-            queries['mail.enqueue'],
-            {
-                'kind': 'test',
-                'to_address': address,
-                'subject': 'Still here',
-                'text_body': 'Hello',
-                'html_body': '<p>Hello</p>',
-            },
-        )
+        enqueue(conn, queries, address)
         deadline = time.monotonic() + WAIT_SECONDS
         while not inbox.to(address) and time.monotonic() < deadline:
             time.sleep(0.05)
