@@ -10,7 +10,7 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'. export reads every part's rows
-    # (SPEC 20).
+    # (SPEC 20); deletion: the purge of accounts and the one eraser of people (SPEC 20).
     'accounts': (
         'profiles',
         'users',
@@ -19,6 +19,7 @@ PARTS = {
         'memberships',
         'sign_in',
         'export',
+        'deletion',
     ),
     'credentials': (
         'credentials',
