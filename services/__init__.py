@@ -10,7 +10,16 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'.
-    'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships', 'sign_in'),
+    # deletion_schedule: SPEC 20's scheduling and cancelling of an account's deletion.
+    'accounts': (
+        'profiles',
+        'users',
+        'avatars',
+        'captcha',
+        'memberships',
+        'sign_in',
+        'deletion_schedule',
+    ),
     'credentials': (
         'credentials',
         'passwords',
