@@ -55,6 +55,11 @@ RESPONSES = {
         ('Cache-Control',),
     ),
     'empty': ('Done.', _BODIES + 'empty', ()),
+    'deletion_toggled': (
+        "The account's deletion is scheduled, or cancelled (or already was).",
+        _BODIES + 'deletion_toggled',
+        (),
+    ),
     # No body at all (None): the document says so with no content.
     'no_content': ('Done; no body.', None, ()),
     'signed_in': (
@@ -923,6 +928,7 @@ TAGS = [
 ]
 _TAG_PREFIXES = (
     ('/api/v1/accounts', 'Sign-up and accounts'),
+    ('/enterprise/api/v1/accounts', 'Sign-up and accounts'),
     ('/api/v1/profile', 'Profile'),
     ('/api/v1/password_policy', 'Profile'),
     ('/auth/', 'Sessions and confirmation'),
@@ -1056,6 +1062,7 @@ EXAMPLES = {
     },
     'cache_keys': {'cache_keys': _CACHE_KEYS},
     'empty': {},
+    'deletion_toggled': {'message': 'Account marked for deletion'},
     'signed_in': {'data': _USER},
     'signed_out': {'success': True},
     'token_valid': {'payload': {'success': True, 'data': _USER}},
@@ -1354,6 +1361,7 @@ REQUEST_EXAMPLES = {
         'password': 'a long passphrase',
         'locale': 'en',
     },
+    'account_toggle_deletion': {'action_type': 'delete'},
     'account_update': {
         'name': 'Acme Inc',
         'timezone': 'Europe/Paris',

@@ -53,6 +53,8 @@ from services import passwords
 from validators import load_validators
 
 ACCOUNT = '/api/v1/accounts/{account_id:id}'
+# The reference dashboard's enterprise API (SPEC 20), where its "Delete account" calls.
+ENTERPRISE_ACCOUNT = '/enterprise' + ACCOUNT
 
 
 def routes(pool, queries, config, validators):
@@ -64,6 +66,10 @@ def routes(pool, queries, config, validators):
         (ACCOUNT, accounts.AccountItem(pool, queries, config, validators)),
         (ACCOUNT + '/cache_keys', accounts.AccountCacheKeys(pool, queries)),
         (ACCOUNT + '/update_active_at', accounts.AccountActiveAt(pool, queries)),
+        (
+            ENTERPRISE_ACCOUNT + '/toggle_deletion',
+            accounts.AccountDeletion(pool, queries, config),
+        ),
         ('/api/v1/profile', profile.Profile(pool, queries, config, validators)),
         ('/api/v1/profile/avatar', profile.ProfileAvatar(pool, queries, config)),
         (

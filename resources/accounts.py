@@ -7,6 +7,7 @@ import errors
 from resources import send_json_text
 from resources import send_outcome
 from services import audit
+from services import deletion_schedule
 from services import memberships
 from services import sign_in
 from services import users
@@ -215,3 +216,40 @@ class AccountActiveAt:
             ):
                 raise memberships.refusal(conn, self._queries, account_id, user_id)
         resp.media = {}
+
+
+class AccountDeletion:
+    """POST /enterprise/api/v1/accounts/{id}/toggle_deletion: the reference dashboard's
+    "Delete account" (SPEC 20)."""
+
+    # Deleting an account is account security: token headers only (SPEC 3.4).
+    access = {'POST': 'administrator_session'}
+    responses = {'POST': {200: 'deletion_toggled'}}
+    schemas = {'POST': 'account_toggle_deletion'}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_post(self, req, resp, account_id):
+        """Schedule or cancel the account's deletion
+
+        `delete`: the account is deleted `ACCOUNT_DELETION_GRACE_DAYS` (default 7) from
+        now; until then it works as before, and its `custom_attributes` carry
+        `marked_for_deletion_at` (ISO 8601 UTC) and `marked_for_deletion_reason`
+        (`manual_deletion`). An account already scheduled keeps its date. `undelete`:
+        cancels it, both keys go. Each change is audited and mailed to every
+        administrator of the account. Administrators only (an agent gets 401 with the
+        role body), with the token headers of a sign-in.
+        """
+        with self._pool.connection() as conn, conn.transaction():
+            message = deletion_schedule.toggle(
+                conn,
+                self._queries,
+                self._config,
+                account_id,
+                req.context.doc['action_type'],
+                req.context.facts,
+            )
+        resp.media = {'message': message}

@@ -11,6 +11,7 @@ not import which (tests/test_layers.py holds every import to both).
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'. export reads every part's rows
     # (SPEC 20); deletion: the purge of accounts and the one eraser of people (SPEC 20).
+    # deletion_schedule: scheduling and cancelling an account's deletion (SPEC 20).
     'accounts': (
         'profiles',
         'users',
@@ -20,6 +21,7 @@ PARTS = {
         'sign_in',
         'export',
         'deletion',
+        'deletion_schedule',
     ),
     'credentials': (
         'credentials',

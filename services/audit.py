@@ -41,6 +41,9 @@ EVENTS = (
     # SPEC 19: an administrator sets or removes the account's identity provider.
     'sso_settings_updated',
     'sso_settings_deleted',
+    # SPEC 20: an administrator schedules or cancels the account's deletion.
+    'account_deletion_scheduled',
+    'account_deletion_cancelled',
     'access_refused',
     # SPEC 3.4: wrong checks on signed-in routes, and a spent guessing budget
     # (services/guessing.py).

@@ -66,6 +66,17 @@ KINDS = {
         'An administrator removed the single sign-on settings of an account you '
         'administer on Frontdesk: its members sign in with passwords again.',
     ),
+    # SPEC 20: to every administrator of the account.
+    'account_deletion_scheduled': (
+        'An account is scheduled for deletion',
+        'An administrator scheduled the deletion of an account you administer on '
+        'Frontdesk.',
+    ),
+    'account_deletion_cancelled': (
+        "An account's scheduled deletion was cancelled",
+        'An administrator cancelled the scheduled deletion of an account you '
+        'administer on Frontdesk.',
+    ),
     'mfa_enabled': (
         'Two-factor sign-in was turned on',
         'Two-factor sign-in was turned on for your Frontdesk account.',

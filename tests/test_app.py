@@ -117,6 +117,10 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
     # Everything stored about the caller (SPEC 20).
     assert declared['/api/v1/profile/export'] == {'GET': 'session'}
+    # Deleting the account (SPEC 20) is account security too.
+    assert declared[app_module.ENTERPRISE_ACCOUNT + '/toggle_deletion'] == {
+        'POST': 'administrator_session'
+    }
     # Personal access tokens (SPEC 17) are account security too.
     tokens = '/api/v1/profile/access_tokens'
     token_item = tokens + '/{token_id:id}'

@@ -127,6 +127,7 @@ def security_routes(account, user_id):
         ('delete', member_sessions(account, user_id)),
         ('post', f'/api/v1/accounts/{account}/agents/{user_id}/suspend'),
         ('post', f'/api/v1/accounts/{account}/agents/{user_id}/reactivate'),
+        ('post', f'/enterprise/api/v1/accounts/{account}/toggle_deletion'),
     ]
 
 

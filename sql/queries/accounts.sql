@@ -55,3 +55,47 @@ UPDATE accounts
        updated_at = now()
  WHERE id = %(account_id)s
 RETURNING json_build_object('label', label_cache_key, 'inbox', inbox_cache_key, 'team', team_cache_key)::text AS doc;
+
+-- name: schedule_deletion
+-- SPEC 20: the account goes at deletion_due_at, now plus the grace days, cut to the second
+-- so that the columns the purge reads and the custom_attributes keys the reference
+-- dashboard shows (marked_for_deletion_at as Ruby's Time#iso8601 writes it) name the same
+-- instant. An account already scheduled keeps its date and requester: no row.
+WITH due AS (
+    SELECT date_trunc('second', now() + make_interval(days => %(grace_days)s)) AS at
+)
+UPDATE accounts a
+   SET deletion_due_at = due.at,
+       deletion_requested_at = now(),
+       deletion_requested_by = %(requested_by)s,
+       custom_attributes = a.custom_attributes || jsonb_build_object(
+           'marked_for_deletion_at', to_char(due.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           'marked_for_deletion_reason', %(reason)s::text),
+       updated_at = now()
+  FROM due
+ WHERE a.id = %(account_id)s
+   AND a.deletion_due_at IS NULL
+RETURNING a.custom_attributes->>'marked_for_deletion_at' AS deletion_due_at;
+
+-- name: cancel_deletion
+-- The schedule's three columns and both keys go together. Keys without the columns (a
+-- copy of another system's data) go too: the dashboard would show them as a schedule.
+-- Answers the date that was set; nothing scheduled: no row. The account row is already
+-- locked (memberships.hold_as_administrator), so what old reads is what is updated.
+WITH old AS (
+    SELECT id, custom_attributes->>'marked_for_deletion_at' AS deletion_due_at
+      FROM accounts
+     WHERE id = %(account_id)s
+       AND (deletion_due_at IS NOT NULL
+            OR custom_attributes ?| ARRAY['marked_for_deletion_at', 'marked_for_deletion_reason'])
+)
+UPDATE accounts a
+   SET deletion_due_at = NULL,
+       deletion_requested_at = NULL,
+       deletion_requested_by = NULL,
+       custom_attributes = a.custom_attributes - 'marked_for_deletion_at'
+                                               - 'marked_for_deletion_reason',
+       updated_at = now()
+  FROM old
+ WHERE a.id = old.id
+RETURNING old.deletion_due_at;
