@@ -10,7 +10,16 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'.
-    'accounts': ('profiles', 'users', 'avatars', 'captcha', 'memberships', 'sign_in'),
+    # erasure: DELETE /api/v1/profile (SPEC 20), around the purge's eraser.
+    'accounts': (
+        'profiles',
+        'users',
+        'avatars',
+        'captcha',
+        'memberships',
+        'sign_in',
+        'erasure',
+    ),
     'credentials': (
         'credentials',
         'passwords',

@@ -57,6 +57,9 @@ EVENTS = (
     'sso_break_glass',
     'sso_backchannel_logout',
     'sso_backchannel_logout_refused',
+    # SPEC 20: a member erased themselves (DELETE /api/v1/profile). One row in each
+    # account they left, naming nobody: no actor, subject, address, device or session.
+    'member_erased',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')
