@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail, prune,
-mailbox, disable-mfa, schema-dump.
+"""Operator commands: migrate, create-user, touch-cache-key, deliver-mail,
+purge-accounts, prune, mailbox, disable-mfa, schema-dump.
 
 Without DATABASE_URL they use scripts/run's embedded database (config.py).
 """
@@ -23,6 +23,7 @@ import db
 import errors
 import logs
 import schema_dump
+from services import deletion
 from services import mfa
 from services import outbox
 from services import passwords
@@ -176,6 +177,28 @@ def cmd_deliver_mail(config, args):
     )
 
 
+def cmd_purge_accounts(config, args):
+    """Delete every account whose scheduled deletion date has passed (SPEC 20); the
+    mail worker does the same every hour."""
+    logs.configure(config.log_format)
+    with db.connect(config, autocommit=True, row_factory=dict_row) as conn:
+        try:
+            purged = deletion.purge_due(config, db.load_queries(), conn)
+        except psycopg.Error as ex:
+            if conn.broken:
+                raise  # main(): the database cannot be reached
+            # What was purged before stays purged: each account is its own transaction.
+            sys.exit(
+                'purge-accounts: the database refused the purge; the accounts purged '
+                'before it stay purged, run it again: '
+                f'{ex.diag.message_primary or type(ex).__name__}'
+            )
+    print(
+        f'purge-accounts: {purged["accounts"]} account(s) purged, '
+        f'{purged["people"]} person(s) erased'
+    )
+
+
 def cmd_prune(config, args):
     """Delete audit events older than AUDIT_RETENTION_DAYS.
 
@@ -293,6 +316,12 @@ def parser():
         '--once', action='store_true', help='send what is due, then exit'
     )
     deliver.set_defaults(run=cmd_deliver_mail)
+
+    commands.add_parser(
+        'purge-accounts',
+        help='delete the accounts whose scheduled deletion date has passed, and erase '
+        'the members they leave with no account (the mail worker does it hourly)',
+    ).set_defaults(run=cmd_purge_accounts)
 
     commands.add_parser(
         'prune',

@@ -10,7 +10,8 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'.
-    # erasure: DELETE /api/v1/profile (SPEC 20), around the purge's eraser.
+    # deletion: the purge of accounts and the one eraser of people (SPEC 20);
+    # erasure: DELETE /api/v1/profile, around that eraser.
     'accounts': (
         'profiles',
         'users',
@@ -18,6 +19,7 @@ PARTS = {
         'captcha',
         'memberships',
         'sign_in',
+        'deletion',
         'erasure',
     ),
     'credentials': (

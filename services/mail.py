@@ -191,6 +191,28 @@ def address_taken_notice(name, to_address):
     )
 
 
+def account_purged_notice(to_address, account_id, deleted_at, people):
+    """To INSTANCE_ADMIN_EMAIL (SPEC 20): which account went and when; no name and no
+    address of the account or of anyone in it."""
+    when = deleted_at.astimezone(datetime.timezone.utc).strftime(
+        '%Y-%m-%d %H:%M:%S UTC'
+    )
+    lines = [
+        f'Account {account_id} was deleted on {when}: its scheduled deletion date had '
+        'passed.',
+        f'Members left with no other account and erased: {people}.',
+        'What stays is its compliance record (account id, when it was deleted, when '
+        'and by whom its deletion was scheduled) in the table account_deletions.',
+    ]
+    return _message(
+        'account_purged',
+        to_address,
+        f'Account {account_id} was deleted',
+        None,
+        lines,
+    )
+
+
 def _issue(conn, queries, user_id, purpose, to_address, lifespan, replace=True):
     token = tokens.new_token()
     conn.execute(

@@ -1,4 +1,5 @@
-"""Delivering the mail outbox: the ``manage.py deliver-mail`` worker.
+"""Delivering the mail outbox: the ``manage.py deliver-mail`` worker, which also runs
+the purge of scheduled accounts (SPEC 20) when it starts and then every hour.
 
 Over SMTP, or with ``MAIL_DELIVERY=file`` (scripts/run without SMTP_HOST) into
 ``MAIL_DIR`` as one .eml file per message, each announced in the log with its
@@ -27,6 +28,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 import db
+from services import deletion
 
 SMTP_TIMEOUT_SECONDS = 10
 # Ten attempts spread over about 85 minutes (10 s, 20 s, ... 2560 s apart).
@@ -38,6 +40,9 @@ POLL_SECONDS = 1.0
 # 'failed': the farewell to an erased person's address (SPEC 20), after which nothing
 # may name them.
 FORGOTTEN_ONCE_SENT = frozenset(('account_erased',))
+# The purge of accounts whose deletion date has passed (services/deletion.py): at the
+# worker's start, then this often.
+PURGE_SECONDS = 3600
 log = logging.getLogger('frontdesk.mail')
 
 
@@ -208,17 +213,58 @@ def _pause(stop, seconds):
         time.sleep(0.1)
 
 
-def run(config, queries, once=False, stop=None):
+class Every:
+    """``due()`` is True at its first call, then again once ``seconds`` have passed
+    since the last time it was."""
+
+    def __init__(self, seconds, clock=time.monotonic):
+        self._seconds = seconds
+        self._clock = clock
+        self._next = None
+
+    def due(self):
+        now = self._clock()
+        if self._next is not None and now < self._next:
+            return False
+        self._next = now + self._seconds
+        return True
+
+
+def purge_accounts(config, queries, conn, stop):
+    """The worker's run of the purge (``manage.py purge-accounts``'s work). A failure
+    is logged and left for the next run: it never stops the mail."""
+    try:
+        purged = deletion.purge_due(config, queries, conn, stop)
+    except Exception as ex:  # noqa: BLE001 - the mail must go on; next hour tries again
+        log.error(
+            'account purge failed (%s: %s); next run in an hour', type(ex).__name__, ex
+        )
+        return None
+    if purged['accounts']:
+        log.info(
+            'account purge: %s account(s) purged, %s person(s) erased',
+            purged['accounts'],
+            purged['people'],
+        )
+    return purged
+
+
+def run(config, queries, once=False, stop=None, purge_every=PURGE_SECONDS):
     """Deliver until ``stop`` is set, or with ``once`` until nothing is due.
 
-    Outside ``once``, a lost database connection is logged and opened again.
+    Outside ``once``, a lost database connection is logged and opened again, and the
+    purge of scheduled accounts runs at the start and then every ``purge_every``
+    seconds.
     """
     stop = stop or threading.Event()
     total = collections.Counter()
+    purge = None if once else Every(purge_every)
     while not stop.is_set():
         try:
             with db.connect(config, autocommit=True, row_factory=dict_row) as conn:
                 while not stop.is_set():
+                    if purge is not None and purge.due():
+                        purge_accounts(config, queries, conn, stop)
                     total += deliver_due(conn, queries, config, stop)
                     if once:
                         return total
