@@ -9,10 +9,20 @@ import datetime
 import threading
 
 import psycopg
+import pyotp
 
 from services import guessing
+from services import mfa
+from services import sessions
 from tests.smtp_server import deliver
+from tests.support.erasure import Person
+from tests.support.erasure import traces
+from tests.support.users import unique_email
 from tests.test_mfa import enable
+from tests.test_purge import footprint
+from tests.test_purge import unique_name
+from tests.test_suspension import reactivate
+from tests.test_suspension import suspend
 
 PROFILE = '/api/v1/profile'
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
@@ -369,3 +379,90 @@ def test_a_farewell_the_server_refuses_for_good_leaves_no_row(
         ).fetchone()['n']
         == 0
     )
+
+
+def test_nothing_names_an_erased_person(
+    testapp,
+    conn,
+    config,
+    pool,
+    queries,
+    base_env,
+    avatar_dir,
+    make_account,
+    make_user,
+    inbox,
+):
+    """Sessions, a personal access token, MFA with recovery codes, an avatar, audit
+    rows (theirs, and of what they did to a colleague), a reset link and its mail, a
+    pending address change: after the erasure and the farewell's delivery, nothing in
+    any table or in AVATAR_DIR names them (tests/support/erasure.py)."""
+    account_id = make_account(unique_name('Team'))
+    name = unique_name('Erased')
+    person = make_user(account_id=account_id, role='administrator', name=name)
+    person.account_id = account_id
+    colleague = make_user(account_id=account_id)
+    suspend(testapp, person, colleague.id)
+    reactivate(testapp, person, colleague.id)
+    conn.execute(
+        "UPDATE account_users SET role = 'administrator' WHERE user_id = %s",
+        (colleague.id,),
+    )
+    avatar = footprint(testapp, conn, person, [account_id])
+    # Another device signed in since (issued as a sign-in issues it).
+    with pool.connection() as own:
+        token_, client, _ = sessions.issue(own, queries, config, person.id)
+    other_session = {'access-token': token_, 'client': client, 'uid': person.email}
+    testapp.get(PROFILE, headers=other_session, status=200)
+    token = testapp.post_json(
+        '/api/v1/profile/access_tokens',
+        {'name': 'Zapier', 'scopes': ['profile:read'], 'expires_in_days': 30},
+        headers=person.headers,
+        status=201,
+    ).json['token']
+    new_address = unique_email('moving')
+    testapp.put_json(
+        PROFILE, {'profile': {'email': new_address}}, headers=person.headers
+    )
+    deliver(base_env, inbox.port)
+    assert inbox.to(person.email) and inbox.to(new_address)
+    assert (avatar_dir / avatar).exists()
+    stored = conn.execute(
+        'SELECT otp_secret FROM users WHERE id = %s', (person.id,)
+    ).fetchone()['otp_secret']
+    code = pyotp.TOTP(mfa.unseal(config, person.id, stored)).now()
+
+    erase(testapp, person, {'password': person.password, 'otp_code': code})
+    deliver(base_env, inbox.port)
+
+    [farewell] = [
+        m for m in inbox.to(person.email) if m.message['Subject'].endswith('erased')
+    ]
+    assert name in farewell.text
+    assert not (avatar_dir / avatar).exists()
+    found = traces(
+        conn, Person(person.id, (person.email, new_address), name, avatar), avatar_dir
+    )
+    assert found == []
+    for headers in (
+        person.headers,
+        other_session,
+        {'api_access_token': person.access_token},
+        {'Authorization': f'Bearer {token}'},
+    ):
+        testapp.get(PROFILE, headers=headers, status=401)
+    # The colleague stays, the account's administrator now, with the account's trail
+    # of what was done to them (who did it no longer said).
+    assert conn.execute(
+        'SELECT role, status FROM account_users WHERE account_id = %s',
+        (account_id,),
+    ).fetchall() == [{'role': 'administrator', 'status': 'active'}]
+    trail = conn.execute(
+        'SELECT event, actor_id FROM audit_events WHERE subject_id = %s'
+        " AND event IN ('member_suspended', 'member_reactivated') ORDER BY id",
+        (colleague.id,),
+    ).fetchall()
+    assert trail == [
+        {'event': 'member_suspended', 'actor_id': None},
+        {'event': 'member_reactivated', 'actor_id': None},
+    ]
