@@ -132,6 +132,12 @@ RESPONSES = {
         _BODIES + 'account_personal_access_tokens',
         (),
     ),
+    'profile_export': (
+        'Everything stored about the caller, as a download (SPEC 20); never a secret '
+        'nor a digest of one.',
+        'response_export.json',
+        ('Content-Disposition',),
+    ),
     'insufficient_scope': (
         'A personal access token without the scope this needs (required_scope), or '
         'limited to other accounts.',
@@ -379,6 +385,13 @@ HEADERS = {
     ),
     'uid': ("The user's e-mail address.", {'type': 'string', 'minLength': 1}),
     'Location': ('Where the browser goes next.', {'type': 'string', 'minLength': 1}),
+    'Content-Disposition': (
+        'A download, and the name to save it under.',
+        {
+            'type': 'string',
+            'pattern': '^attachment; filename="frontdesk-export-[0-9]+\\.json"$',
+        },
+    ),
 }
 
 _SESSION = [{'accessToken': [], 'client': [], 'uid': []}]
@@ -1174,6 +1187,98 @@ EXAMPLES = {
         'error': 'Single sign-on is not available. Please configure SECRET_KEY.'
     },
     'personal_access_tokens': [_PERSONAL_TOKEN],
+    'profile_export': {
+        'format': 'frontdesk-export/1',
+        'user_id': 7,
+        'exported_at': _NOW,
+        'retention_days': 365,
+        'withheld': {
+            'users.encrypted_password': 'a secret: the digest of your password',
+        },
+        'profile': {
+            'id': 7,
+            'name': 'Ada Lovelace',
+            'display_name': None,
+            'email': 'ada@example.com',
+            'unconfirmed_email': None,
+            'confirmed_at': _NOW,
+            'custom_attributes': {},
+            'ui_settings': {'theme': 'dark'},
+            'message_signature': None,
+            'avatar': None,
+            'created_at': _NOW,
+            'updated_at': _NOW,
+            'last_sign_in_at': _NOW,
+        },
+        'mfa': {
+            'enabled': False,
+            'mfa_enabled_at': None,
+            'otp_last_step': None,
+            'recovery_codes_remaining': 0,
+            'recovery_codes': [],
+        },
+        'memberships': [
+            {
+                'id': 3,
+                'account_id': 42,
+                'account_name': 'Acme',
+                'user_id': 7,
+                'role': 'administrator',
+                'status': 'active',
+                'availability': 'online',
+                'auto_offline': True,
+                'active_at': _NOW,
+                'created_at': _NOW,
+                'updated_at': _NOW,
+            }
+        ],
+        'sessions': [
+            {
+                'id': 91,
+                'user_id': 7,
+                'client': 'Qm7Xv2Lp9Ta4Rz1Kc8Wn5H',
+                'current': True,
+                'sign_in_method': 'password',
+                'created_at': _NOW,
+                'last_used_at': _NOW,
+                'authenticated_at': _NOW,
+                'expires_at': '2026-03-16T09:30:00.000Z',
+                'used': True,
+                'ip_address': '203.0.113.9',
+                'user_agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Firefox/128.0',
+                'client_name': 'Firefox on Linux',
+                'browser_name': 'Firefox',
+                'browser_version': '128.0',
+                'platform_name': 'Linux',
+                'platform_version': None,
+                'device_name': None,
+                'sso_account_id': None,
+                'sso_sub': None,
+                'sso_sid': None,
+            }
+        ],
+        'personal_access_tokens': [{**_PERSONAL_TOKEN, 'user_id': 7}],
+        'links': [],
+        'email_change_requests': [],
+        'sso_sign_ins_in_progress': [],
+        'account_deletions_requested': [],
+        'account_deletions_done': [],
+        'audit_events': [],
+        'audit_events_truncated': False,
+        'mails': [
+            {
+                'id': 55,
+                'kind': 'new_device_sign_in',
+                'to_address': 'ada@example.com',
+                'subject': 'New sign-in to your account',
+                'status': 'sent',
+                'message_id': '<55.1768469400@frontdesk.example>',
+                'created_at': _NOW,
+                'sent_at': _NOW,
+            }
+        ],
+        'mails_truncated': False,
+    },
     'personal_access_token_created': {
         key: value
         for key, value in {**_PERSONAL_TOKEN, 'token': _TOKEN_EXAMPLE}.items()

@@ -96,6 +96,7 @@ def routes(pool, queries, config, validators):
             '/api/v1/profile/reset_access_token',
             profile.ProfileAccessToken(pool, queries, config),
         ),
+        ('/api/v1/profile/export', profile.ProfileExport(pool, queries, config)),
         (
             '/api/v1/profile/sessions',
             sessions.ProfileSessionCollection(pool, queries, config),

@@ -10,6 +10,7 @@ from resources import send_json_text
 from services import avatars
 from services import credentials
 from services import erasure
+from services import export
 from services import memberships
 from services import profiles
 import userdoc
@@ -289,6 +290,46 @@ class ProfileActiveAccount:
                     conn, self._queries, params['account_id'], params['user_id']
                 )
         resp.media = {}
+
+
+class ProfileExport:
+    """GET /export: everything stored about the caller, as a JSON download (SPEC 20)."""
+
+    access = {'GET': 'session'}
+    responses = {'GET': {200: 'profile_export', 403: 'reauthentication_required'}}
+
+    def __init__(self, pool, queries, config):
+        self._pool = pool
+        self._queries = queries
+        self._config = config
+
+    def on_get(self, req, resp):
+        """Download everything stored about you
+
+        One JSON document: your profile, memberships, sessions (addresses, devices),
+        personal access tokens, two-factor sign-in status, pending links, the audit
+        events you did or that concern you and the mails sent to you within the audit
+        retention (`AUDIT_RETENTION_DAYS`); never a password, key or token, nor a digest
+        of one (`withheld` names each left out, and why). Needs the token headers of a
+        sign-in that checked the password or a second factor within the last 15 minutes
+        (`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`: sign in again).
+        You get a security e-mail. A HEAD request makes the same checks and sends the
+        headers only: nothing is exported, recorded or mailed.
+        """
+        caller = req.context.caller
+        with self._pool.connection() as conn, conn.transaction():
+            doc = export.export(
+                conn,
+                self._queries,
+                self._config,
+                caller.id,
+                caller.session_id,
+                req.context.facts,
+                head=req.method == 'HEAD',
+            )
+        send_json_text(resp, doc)
+        resp.downloadable_as = f'frontdesk-export-{caller.id}.json'
+        resp.cache_control = ['no-store']
 
 
 class ProfileAccessToken:

@@ -9,8 +9,8 @@ not import which (tests/test_layers.py holds every import to both).
 # rows, sessions and security e-mails, and imports only audit; in credentials, mail
 # (security_mail) could not use it.
 PARTS = {
-    # sign_in signs up too (users, captcha): accounts'.
-    # deletion: the purge of accounts and the one eraser of people (SPEC 20);
+    # sign_in signs up too (users, captcha): accounts'. export reads every part's rows
+    # (SPEC 20); deletion: the purge of accounts and the one eraser of people (SPEC 20);
     # erasure: DELETE /api/v1/profile, around that eraser.
     'accounts': (
         'profiles',
@@ -19,6 +19,7 @@ PARTS = {
         'captcha',
         'memberships',
         'sign_in',
+        'export',
         'deletion',
         'erasure',
     ),

@@ -57,6 +57,8 @@ EVENTS = (
     'sso_break_glass',
     'sso_backchannel_logout',
     'sso_backchannel_logout_refused',
+    # SPEC 20: the user downloaded everything stored about them.
+    'profile_exported',
     # SPEC 20: a member erased themselves (DELETE /api/v1/profile). One row in each
     # account they left, naming nobody: no actor, subject, address, device or session.
     'member_erased',

@@ -114,6 +114,12 @@ KINDS = {
         'account; code checks are refused for the rest of the hour. Whoever '
         'tried them knows your password.',
     ),
+    # SPEC 20: GET /api/v1/profile/export.
+    'profile_exported': (
+        'A copy of your data was downloaded',
+        'A copy of everything Frontdesk stores about your account (profile, '
+        'memberships, sessions, tokens, security events, mails) was downloaded.',
+    ),
 }
 
 

@@ -115,6 +115,8 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
         'DELETE': 'administrator_session'
     }
     assert declared['/api/v1/profile/audit_events'] == {'GET': 'session'}
+    # Everything stored about the caller (SPEC 20).
+    assert declared['/api/v1/profile/export'] == {'GET': 'session'}
     # Personal access tokens (SPEC 17) are account security too.
     tokens = '/api/v1/profile/access_tokens'
     token_item = tokens + '/{token_id:id}'
@@ -139,6 +141,7 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
             session_item,
             *mfa_routes,
             '/api/v1/profile/audit_events',
+            '/api/v1/profile/export',
             tokens,
             token_item,
         ):

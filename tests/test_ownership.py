@@ -117,6 +117,7 @@ def security_routes(account, user_id):
         ('get', '/api/v1/profile/mfa'),
         ('post', '/api/v1/profile/mfa'),
         ('get', '/api/v1/profile/audit_events'),
+        ('get', '/api/v1/profile/export'),
         ('get', tokens),
         ('post', tokens),
         ('delete', f'{tokens}/1'),
