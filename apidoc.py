@@ -250,6 +250,12 @@ RESPONSES = {
         (),
     ),
     'unprocessable': ('Validation failed.', _ERRORS + 'unprocessable', ()),
+    'administers_accounts': (
+        'The caller is the last active administrator of accounts that have other '
+        'members (SPEC 20): their account_ids; nothing changed.',
+        _ERRORS + 'administers_accounts',
+        (),
+    ),
     'rate_limited': (
         'Too many requests (SPEC 7), or a sixth e-mail change within 24 hours '
         '(SPEC 3.3).',
@@ -1348,12 +1354,17 @@ EXAMPLES = {
         'request_id': '5f0c6b1e2a9d4c7e8b3a1f2d4e6c8a0b',
     },
     'unavailable': {'message': 'Service temporarily unavailable'},
+    'administers_accounts': {
+        'message': 'Transfer or delete the accounts you administer first',
+        'account_ids': [42],
+    },
     'bad_gateway': {'message': 'Service temporarily unavailable'},
     'gateway_timeout': {'message': 'Service temporarily unavailable'},
 }
 
 # Request body examples by schema file stem.
 REQUEST_EXAMPLES = {
+    'profile_delete': {'password': 'a long passphrase', 'otp_code': '123456'},
     'account_create': {
         'account_name': 'Acme',
         'email': 'ada@example.com',

@@ -55,6 +55,7 @@ ACCOUNT_SUSPENDED_BODY = {
         'belong to'
     ],
 }
+TRANSFER_FIRST_MESSAGE = 'Transfer or delete the accounts you administer first'
 RETRY_AFTER_SECONDS = '5'
 
 
@@ -210,6 +211,17 @@ class Unprocessable(APIError):
     @classmethod
     def field(cls, attribute, message):
         return cls([(attribute, message)])
+
+
+class AdministersAccounts(APIError):
+    """Erasing oneself while the last active administrator of accounts that have other
+    members (SPEC 20): ``account_ids`` are those accounts."""
+
+    def __init__(self, account_ids):
+        super().__init__(
+            falcon.HTTP_422,
+            {'message': TRANSFER_FIRST_MESSAGE, 'account_ids': list(account_ids)},
+        )
 
 
 class Unavailable(APIError):

@@ -9,6 +9,7 @@ import errors
 from resources import send_json_text
 from services import avatars
 from services import credentials
+from services import erasure
 from services import export
 from services import memberships
 from services import profiles
@@ -36,7 +37,9 @@ AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 
 
 class Profile:
-    access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user'}
+    # DELETE (erasing yourself) is for a signed-in session only: api_access_token and
+    # personal access tokens get the 403 of SPEC 3.4 (no scope opens it).
+    access = {'GET': 'user', 'PUT': 'user', 'PATCH': 'user', 'DELETE': 'session'}
     # An e-mail or password change is refused to personal access tokens whatever their
     # scope, as to api_access_token (profiles.update).
     scopes = {'GET': 'profile:read', 'PUT': 'profile:write', 'PATCH': 'profile:write'}
@@ -49,8 +52,25 @@ class Profile:
         403: ('needs_session', 'reauthentication_required'),
         429: 'rate_limited',
     }
-    responses = {'GET': {200: 'user'}, 'PUT': _update, 'PATCH': _update}
-    schemas = {'PUT': 'profile_update', 'PATCH': 'profile_update'}
+    responses = {
+        'GET': {200: 'user'},
+        'PUT': _update,
+        'PATCH': _update,
+        # 403: no password, and no session signed in within REAUTH_WINDOW_MINUTES (a
+        # user of single sign-on); 422: a wrong password or code, or the last
+        # administrator of accounts with other members; 429: a spent guessing budget.
+        'DELETE': {
+            200: 'empty',
+            403: 'reauthentication_required',
+            422: 'administers_accounts',
+            429: 'rate_limited',
+        },
+    }
+    schemas = {
+        'PUT': 'profile_update',
+        'PATCH': 'profile_update',
+        'DELETE': 'profile_delete',
+    }
     multipart = {'PUT', 'PATCH'}
     rate_limits = {'PUT': (AVATAR_UPLOADS,), 'PATCH': (AVATAR_UPLOADS,)}
     # SPEC 5.4 checks the current password before the password rules.
@@ -98,6 +118,32 @@ class Profile:
         send_json_text(resp, doc)
 
     on_patch = on_put
+
+    def on_delete(self, req, resp):
+        """Erase yourself
+
+        Irreversible: your user, memberships, sessions, tokens, links, two-factor
+        secrets, avatar and the audit rows about you are deleted, and your address gets
+        one last mail. Needs the token headers of a sign-in (403 with
+        `api_access_token` or a personal access token) and, in the body, your current
+        `password` (422 when wrong), plus `otp_code` or `backup_code` when two-factor
+        sign-in is on. A user without a password (signed up through single sign-on)
+        sends none: the session must have signed in within the last 15 minutes
+        (`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`). While you are
+        the last active administrator of an account that has other members: 422 with
+        those `account_ids`, and nothing changes. An account you leave without members
+        is scheduled for deletion (`ACCOUNT_DELETION_GRACE_DAYS`).
+        """
+        with self._pool.connection() as conn:
+            erasure.erase_self(
+                conn,
+                self._queries,
+                self._config,
+                req.context.caller,
+                req.context.doc,
+                req.context.facts,
+            )
+        resp.media = {}
 
     def parse_multipart(self, req, limit):
         """Read ``profile[...]`` parts into the JSON shape; the avatar goes to

@@ -10,7 +10,8 @@ not import which (tests/test_layers.py holds every import to both).
 # (security_mail) could not use it.
 PARTS = {
     # sign_in signs up too (users, captcha): accounts'. export reads every part's rows
-    # (SPEC 20); deletion: the purge of accounts and the one eraser of people (SPEC 20).
+    # (SPEC 20); deletion: the purge of accounts and the one eraser of people (SPEC 20);
+    # erasure: DELETE /api/v1/profile, around that eraser.
     # deletion_schedule: scheduling and cancelling an account's deletion (SPEC 20).
     'accounts': (
         'profiles',
@@ -22,6 +23,7 @@ PARTS = {
         'export',
         'deletion',
         'deletion_schedule',
+        'erasure',
     ),
     'credentials': (
         'credentials',

@@ -62,6 +62,9 @@ EVENTS = (
     'sso_backchannel_logout_refused',
     # SPEC 20: the user downloaded everything stored about them.
     'profile_exported',
+    # SPEC 20: a member erased themselves (DELETE /api/v1/profile). One row in each
+    # account they left, naming nobody: no actor, subject, address, device or session.
+    'member_erased',
 )
 # The events of a member an administrator sees although they name no account.
 SIGN_IN_EVENTS = ('sign_in_succeeded', 'sign_in_failed', 'signed_out')

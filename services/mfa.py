@@ -226,6 +226,46 @@ def second_factor(conn, queries, config, user, otp_code=None, backup_code=None):
     return None
 
 
+def check_current_password(user, password, checks):
+    """422 unless ``password`` is the current password of the locked ``user`` row; the
+    check spends the user's password budget (``checks``, services/guessing.py)."""
+    if not (
+        isinstance(password, str)
+        and checks.note(
+            'password', passwords.check_password(password, user['encrypted_password'])
+        )
+    ):
+        raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
+
+
+def check_password_and_factor(
+    conn, queries, config, user, password, otp_code, backup_code, checks
+):
+    """The password and a second factor of the locked ``user`` row (turning MFA off,
+    erasing oneself): 422 INVALID_DISABLE unless both pass. Returns the factor used
+    ('otp' or 'recovery_code'), which is used up.
+
+    No code: refused before the password is checked, without a bcrypt run (SPEC 3.4),
+    and spending neither budget: nothing was guessed. A wrong password checks no code.
+    """
+    if _given(otp_code) is None and _given(backup_code) is None:
+        raise errors.Unprocessable(message=INVALID_DISABLE)
+    password_ok = checks.note(
+        'password',
+        isinstance(password, str)
+        and passwords.check_password(password, user['encrypted_password']),
+    )
+    factor = None
+    if password_ok:
+        factor = checks.note(
+            'second_factor',
+            second_factor(conn, queries, config, user, otp_code, backup_code),
+        )
+    if factor is None:
+        raise errors.Unprocessable(message=INVALID_DISABLE)
+    return factor
+
+
 def _announce(conn, queries, config, event, user, facts):
     """An audit event and a security e-mail (SPEC 12, 14). Turning MFA on or off is
     announced by credentials.change, as every credential change is."""
@@ -270,13 +310,8 @@ def start_enrolment(
         raise errors.Unprocessable(message=ALREADY_ENABLED)
     if not user['confirmed']:
         raise errors.Unprocessable(message=UNCONFIRMED)
-    if password is not None and not (
-        isinstance(password, str)
-        and checks.note(
-            'password', passwords.check_password(password, user['encrypted_password'])
-        )
-    ):
-        raise errors.Unprocessable(message=INVALID_CURRENT_PASSWORD)
+    if password is not None:
+        check_current_password(user, password, checks)
     secret = pyotp.random_base32()
     conn.execute(
         queries['mfa.start_enrolment'],
@@ -381,23 +416,9 @@ def disable(
     user = _lock_user(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
-    if _given(otp_code) is None and _given(backup_code) is None:
-        # No code: refused before the password is checked, without a bcrypt run
-        # (SPEC 3.4), and spending neither budget: nothing was guessed.
-        raise errors.Unprocessable(message=INVALID_DISABLE)
-    password_ok = checks.note(
-        'password',
-        isinstance(password, str)
-        and passwords.check_password(password, user['encrypted_password']),
+    factor = check_password_and_factor(
+        conn, queries, config, user, password, otp_code, backup_code, checks
     )
-    factor = None
-    if password_ok:
-        factor = checks.note(
-            'second_factor',
-            second_factor(conn, queries, config, user, otp_code, backup_code),
-        )
-    if factor is None:
-        raise errors.Unprocessable(message=INVALID_DISABLE)
     conn.execute(queries['mfa.disable'], {'user_id': user_id})
     if factor == 'recovery_code':
         _announce(conn, queries, config, 'mfa_recovery_code_used', user, facts)

@@ -36,6 +36,10 @@ MAX_ATTEMPTS = 10
 FIRST_RETRY_SECONDS = 10
 MAX_RETRY_SECONDS = 3600
 POLL_SECONDS = 1.0
+# Kinds whose outbox row is deleted once sent or given up, not kept as 'sent' or
+# 'failed': the farewell to an erased person's address (SPEC 20), after which nothing
+# may name them.
+FORGOTTEN_ONCE_SENT = frozenset(('account_erased',))
 # The purge of accounts whose deletion date has passed (services/deletion.py): at the
 # worker's start, then this often.
 PURGE_SECONDS = 3600
@@ -153,6 +157,14 @@ def _deliver(conn, queries, config, row):
         status = 'failed' if give_up else 'pending'
         # smtplib's messages hold server replies and addresses, never the SMTP password.
         error = f'{type(ex).__name__}: {ex}'[:1000]
+        if give_up and row['kind'] in FORGOTTEN_ONCE_SENT:
+            conn.execute(queries['mail.forget'], {'id': row['id']})
+            log.warning(
+                'mail %s failed for good and was forgotten: %s',
+                row['id'],
+                type(ex).__name__,
+            )
+            return status
         conn.execute(
             queries['mail.record_failure'],
             {
@@ -170,10 +182,13 @@ def _deliver(conn, queries, config, row):
             type(ex).__name__,
         )
         return status
-    conn.execute(
-        queries['mail.mark_sent'],
-        {'id': row['id'], 'message_id': message['Message-ID']},
-    )
+    if row['kind'] in FORGOTTEN_ONCE_SENT:
+        conn.execute(queries['mail.forget'], {'id': row['id']})
+    else:
+        conn.execute(
+            queries['mail.mark_sent'],
+            {'id': row['id'], 'message_id': message['Message-ID']},
+        )
     log.info('mail %s sent', row['id'])
     return 'sent'
 

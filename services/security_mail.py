@@ -111,6 +111,14 @@ KINDS = {
         'An administrator of your Frontdesk account signed in with a password and a '
         'second factor, although the account requires single sign-on (break glass).',
     ),
+    # SPEC 20: the last mail to an erased person's address. Its outbox row goes once it
+    # is sent or given up (services/outbox.FORGOTTEN_ONCE_SENT).
+    'account_erased': (
+        'Your Frontdesk account was erased',
+        'Your Frontdesk account and everything stored about you were erased at your '
+        'request, with your password (and your second factor, if you had one). This '
+        'cannot be undone.',
+    ),
     'second_factor_guesses_exhausted': (
         'Someone is guessing your verification codes',
         'Ten wrong verification or recovery codes were tried for your Frontdesk '

@@ -121,6 +121,14 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
     assert declared[app_module.ENTERPRISE_ACCOUNT + '/toggle_deletion'] == {
         'POST': 'administrator_session'
     }
+    # Erasing yourself (SPEC 20): a sign-in's session only; the rest of the profile
+    # also takes api_access_token.
+    assert declared['/api/v1/profile'] == {
+        'GET': 'user',
+        'PUT': 'user',
+        'PATCH': 'user',
+        'DELETE': 'session',
+    }
     # Personal access tokens (SPEC 17) are account security too.
     tokens = '/api/v1/profile/access_tokens'
     token_item = tokens + '/{token_id:id}'
@@ -146,6 +154,7 @@ def test_access_matrix_is_the_one_of_spec_3_2(config, pool, queries):
             *mfa_routes,
             '/api/v1/profile/audit_events',
             '/api/v1/profile/export',
+            '/api/v1/profile',
             tokens,
             token_item,
         ):

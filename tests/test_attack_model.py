@@ -52,6 +52,7 @@ import config as config_module
 import db
 from services import guessing
 from services import outbox
+from services import passwords
 from tests.smtp_server import smtp_env
 from tests.smtp_server import smtp_server
 from tests.support.fake_idp import fake_idp
@@ -997,6 +998,81 @@ class AttackMachine(RuleBasedStateMachine):
         elif answer.status == 403:
             assert answer.json['error_code'] == 'reauthentication_required'
 
+    # --- erasing the owner (SPEC 20) ---------------------------------------------
+
+    def may_erase(self, user_id, session, body):
+        """Whether SPEC 3.4 lets this request erase ``user_id``: the password in the
+        body is the user's current one, and with MFA on a code comes with it; or, for a
+        user without a password, the session signed in within REAUTH_WINDOW_MINUTES
+        (and a code, with MFA). Looked up in the database; a code sent counts as right
+        (the machine cannot tell a stale secret's code from a good one), so this may
+        leave a refusable request unsent, never send one the owner's model allows."""
+        rows = self.sql(
+            'SELECT u.encrypted_password, u.mfa_enabled_at IS NOT NULL,'
+            " t.authenticated_at > now() - interval '15 minutes'"
+            ' FROM users u LEFT JOIN user_tokens t'
+            ' ON t.user_id = u.id AND t.client = %s WHERE u.id = %s',
+            session['headers']['client'],
+            user_id,
+        )
+        if not rows:
+            return False
+        hashed, mfa_on, recent = rows[0]
+        proven = (
+            bool(recent)
+            if hashed is None
+            else passwords.check_password(body.get('password'), hashed)
+        )
+        return proven and (not mfa_on or 'otp_code' in body or 'backup_code' in body)
+
+    @precondition(lambda self: self.attacker.sessions)
+    @rule(pick=PICK, with_password=st.booleans(), with_code=st.booleans())
+    def attacker_erases_the_owner(self, pick, with_password, with_code):
+        """With a session of one of the owner's users, and whatever password and
+        second factor he has: erasing the owner needs what a stolen session does not
+        carry. An erasure the model allows (he holds the password, and the second
+        factor if any) is not sent: it is the documented power of a password holder
+        without MFA (docs/security.md), and the owner would have nothing to recover."""
+        attacker = self.attacker
+        session = attacker.sessions[pick % len(attacker.sessions)]
+        user_id = session['user_id']
+        if user_id not in self.owners():
+            return
+        body = {}
+        if with_password:
+            body['password'] = (
+                attacker.passwords[-1] if attacker.passwords else new_password()
+            )
+        if with_code:
+            if attacker.backup_codes:
+                body['backup_code'] = attacker.backup_codes[0]
+            elif any(owner_id == user_id for _, owner_id in attacker.secrets):
+                code = self.totp(attacker, user_id)
+                if code is not None:
+                    body['otp_code'] = code
+        if self.may_erase(user_id, session, body):
+            TALLY[('erasure the model allows, not sent', self.capability)] += 1
+            return
+        answer = self.with_session(attacker, session, 'DELETE', '/api/v1/profile', body)
+        assert answer.status in (401, 403, 422, 429), (
+            "the attacker erased one of the owner's users",
+            answer.status,
+            answer.body,
+        )
+        TALLY[('erasure refused', answer.status, self.capability)] += 1
+
+    @invariant()
+    def the_owners_users_exist(self):
+        """No user the owner proved, or uses, is ever erased by the attacker (the
+        machine sends no erasure the model allows)."""
+        owners = sorted(self.owners())
+        if owners:
+            rows = self.sql('SELECT id FROM users WHERE id = ANY(%s)', owners)
+            assert sorted(row[0] for row in rows) == owners, (
+                'a user of the owner was erased',
+                owners,
+            )
+
     # --- the team's administrator (SPEC 18) ---------------------------------------
 
     def is_lockout(self, answer):
@@ -1693,6 +1769,7 @@ def replay(capability, *steps):
         machine.nothing_the_attacker_holds_acts_as_the_owner()
         machine.the_owner_can_sign_in()
         machine.suspension_ends_what_the_attacker_holds()
+        machine.the_owners_users_exist()
     machine.teardown()
 
 
@@ -1748,14 +1825,34 @@ def the_owners_unused_sso_token_leaks_before_his_reset(capability):
     )
 
 
+def the_stolen_session_tries_to_erase_the_owner(capability):
+    """A session alone, with a guessed password, with a code he has: never enough to
+    erase the owner (SPEC 20, 3.4)."""
+    replay(
+        capability,
+        lambda machine: (
+            machine.attacker.sessions
+            or machine.sign_in_as(machine.attacker, 0, 0, False)
+        ),
+        lambda machine: machine.attacker_erases_the_owner(0, False, False),
+        lambda machine: machine.attacker_erases_the_owner(0, True, False),
+        lambda machine: machine.enable_mfa_as(machine.owner, 0, True),
+        lambda machine: machine.attacker_erases_the_owner(0, True, True),
+    )
+
+
 KNOWN_TAKEOVERS = {
     'squatter': (
         the_squatter_enables_mfa_before_the_owner_confirms,
         the_owners_unused_sso_token_leaks_before_his_reset,
     ),
-    'stolen_session': (the_thief_signs_up_with_the_address_he_moved_the_account_from,),
+    'stolen_session': (
+        the_thief_signs_up_with_the_address_he_moved_the_account_from,
+        the_stolen_session_tries_to_erase_the_owner,
+    ),
     'password': (
         the_thief_signs_up_with_the_address_he_moved_the_account_from,
+        the_stolen_session_tries_to_erase_the_owner,
         the_password_holder_voids_the_hours_last_reset_link,
         the_owners_unused_sso_token_leaks_before_his_reset,
     ),

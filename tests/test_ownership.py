@@ -118,6 +118,7 @@ def security_routes(account, user_id):
         ('post', '/api/v1/profile/mfa'),
         ('get', '/api/v1/profile/audit_events'),
         ('get', '/api/v1/profile/export'),
+        ('delete', '/api/v1/profile'),
         ('get', tokens),
         ('post', tokens),
         ('delete', f'{tokens}/1'),
@@ -129,6 +130,29 @@ def security_routes(account, user_id):
         ('post', f'/api/v1/accounts/{account}/agents/{user_id}/reactivate'),
         ('post', f'/enterprise/api/v1/accounts/{account}/toggle_deletion'),
     ]
+
+
+@pytest.mark.parametrize('stale', [False, True], ids=['fresh', 'stale'])
+def test_a_stolen_session_alone_cannot_erase_the_owner(testapp, make_user, conn, stale):
+    """SPEC 20, 3.4: erasing needs the password (and the second factor) in the body,
+    whatever the session's age; a session without them erases nobody, and its guesses
+    spend the owner's password budget."""
+    owner = make_user()
+    if stale:
+        conn.execute(
+            'UPDATE user_tokens SET authenticated_at = now() - %s WHERE client = %s',
+            (datetime.timedelta(hours=1), owner.client),
+        )
+    for body in ({}, {'password': ''}, {'password': ATTACKER_PASSWORD}):
+        testapp.delete_json('/api/v1/profile', body, headers=owner.headers, status=422)
+    assert (
+        conn.execute(
+            'SELECT hits FROM rate_limit_counters WHERE bucket = %s',
+            (f'password|user={owner.id}',),
+        ).fetchone()['hits']
+        == 1
+    )
+    testapp.get('/api/v1/profile', headers=owner.headers, status=200)
 
 
 def test_every_security_route_refuses_the_api_token(testapp, admin):

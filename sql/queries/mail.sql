@@ -6,7 +6,7 @@ RETURNING id;
 -- name: claim_due
 -- The row stays locked until the worker's transaction ends, after the SMTP exchange, so a
 -- second worker skips it rather than sending it again (mail_outbox_pending_idx).
-SELECT id, to_address, subject, text_body, html_body, attempts
+SELECT id, kind, to_address, subject, text_body, html_body, attempts
   FROM mail_outbox
  WHERE status = 'pending'
    AND next_attempt_at <= now()
@@ -24,6 +24,13 @@ UPDATE mail_outbox
        sent_at = clock_timestamp(),
        text_body = NULL,
        html_body = NULL
+ WHERE id = %(id)s
+RETURNING id;
+
+-- name: forget
+-- A kind the worker keeps nothing of once it is sent or given up (outbox.FORGOTTEN_ONCE_SENT):
+-- the last mail to an erased person's address, which nothing may name afterwards (SPEC 20).
+DELETE FROM mail_outbox
  WHERE id = %(id)s
 RETURNING id;
 
