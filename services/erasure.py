@@ -142,14 +142,16 @@ def _check_owner(conn, queries, config, caller, user, doc, checks):
 
 
 def _schedule_deletion(conn, queries, config, account_ids):
-    """An account left with no member is scheduled for deletion (SPEC 20), by nobody,
-    ACCOUNT_DELETION_GRACE_DAYS from now; one already scheduled keeps its date."""
-    if account_ids:
+    """An account left with no member is scheduled for deletion (SPEC 20) as an
+    administrator's request is (accounts.schedule_deletion), by nobody; one already
+    scheduled keeps its date."""
+    for account_id in account_ids:
         conn.execute(
-            queries['erasure.schedule_deletion'],
+            queries['accounts.schedule_deletion'],
             {
-                'account_ids': account_ids,
+                'account_id': account_id,
                 'grace_days': config.account_deletion_grace_days,
+                'requested_by': None,
                 'reason': LAST_MEMBER_ERASED,
             },
         )

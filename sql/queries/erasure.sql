@@ -49,21 +49,3 @@ RETURNING au.account_id,
                         FROM account_users o
                        WHERE o.account_id = au.account_id
                          AND o.user_id <> au.user_id) AS emptied;
-
--- name: schedule_deletion
--- An account left with no member is scheduled for deletion as an administrator's request
--- would be (SPEC 20), by nobody: the 0021 columns for the purge, and the two keys the
--- reference dashboard reads, with the same date. One already scheduled keeps its date.
-UPDATE accounts a
-   SET deletion_due_at = due.at,
-       deletion_requested_at = now(),
-       deletion_requested_by = NULL,
-       custom_attributes = a.custom_attributes || jsonb_build_object(
-           'marked_for_deletion_at',
-           to_char(due.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-           'marked_for_deletion_reason', %(reason)s::text),
-       updated_at = now()
-  FROM (SELECT date_trunc('second', now()) + make_interval(days => %(grace_days)s) AS at) AS due
- WHERE a.id = ANY (%(account_ids)s::bigint[])
-   AND a.deletion_due_at IS NULL
-RETURNING a.id, a.deletion_due_at;
