@@ -9,15 +9,22 @@ import datetime
 import threading
 
 import psycopg
+from psycopg.rows import dict_row
 import pyotp
+import pytest
 
+from services import deletion
 from services import guessing
 from services import mfa
 from services import sessions
 from tests.smtp_server import deliver
+from tests.support.database import waiting_for
 from tests.support.erasure import Person
 from tests.support.erasure import traces
 from tests.support.users import unique_email
+from tests.test_avatars import encode
+from tests.test_avatars import picture
+from tests.test_avatars import upload
 from tests.test_mfa import enable
 from tests.test_purge import footprint
 from tests.test_purge import unique_name
@@ -460,3 +467,41 @@ def test_nothing_names_an_erased_person(
         {'event': 'member_suspended', 'actor_id': None},
         {'event': 'member_reactivated', 'actor_id': None},
     ]
+
+
+def _put_name(testapp, user):
+    return testapp.put_json(
+        PROFILE, {'profile': {'name': 'Racer'}}, headers=user.headers, status='*'
+    )
+
+
+def _put_avatar(testapp, user):
+    return upload(testapp, user, encode(picture(), 'PNG'), status='*')
+
+
+def _remove_avatar(testapp, user):
+    return testapp.delete(PROFILE + '/avatar', headers=user.headers, status='*')
+
+
+@pytest.mark.parametrize('change', [_put_name, _put_avatar, _remove_avatar])
+def test_a_profile_change_that_waited_for_an_erasure_is_a_401_and_leaves_no_file(
+    testapp, make_user, conn, config, queries, avatar_dir, direct_database_url, change
+):
+    """A request the access rules let in just before the erasure committed, and that
+    then waited for the user row it held, finds no user: the 401 of a credential that
+    is gone (not a 500), and no avatar file is stored for nobody."""
+    user = make_user()
+    files = set(avatar_dir.iterdir())
+    answers = []
+    with psycopg.connect(direct_database_url, row_factory=dict_row) as eraser:
+        assert deletion.erase_user(eraser, queries, config, user.id) is not None
+        thread = threading.Thread(
+            target=lambda: answers.append(change(testapp, user).status_int)
+        )
+        thread.start()
+        while not waiting_for(conn, eraser.info.backend_pid):
+            assert thread.is_alive(), answers
+        eraser.commit()
+    thread.join()
+    assert answers == [401]
+    assert set(avatar_dir.iterdir()) == files
