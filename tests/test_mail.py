@@ -36,6 +36,7 @@ def enqueue(conn, queries, address, body='Hello'):
         queries['mail.enqueue'],
         {
             'kind': 'test',
+            'user_id': None,
             'to_address': address,
             'subject': 'Test message',
             'text_body': body,
