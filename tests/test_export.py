@@ -166,7 +166,8 @@ _ROWS_OF = {
     'accounts': 'deletion_requested_by = %(user_id)s',
     'account_deletions': 'scheduled_by = %(user_id)s',
     'audit_events': 'actor_id = %(user_id)s OR subject_id = %(user_id)s',
-    'mail_outbox': 'to_address IN (%(email)s, %(unconfirmed_email)s)',
+    'mail_outbox': 'user_id = %(user_id)s OR (user_id IS NULL'
+    ' AND to_address IN (%(email)s, %(unconfirmed_email)s))',
 }
 
 
