@@ -488,12 +488,7 @@ def test_mails_are_the_callers_by_owner_whatever_the_address(
     assert conn.execute(
         'SELECT unconfirmed_email FROM users WHERE id = %s', (user.id,)
     ).fetchone() == {'unconfirmed_email': None}
-    theirs = conn.execute(
-        'INSERT INTO mail_outbox (kind, user_id, to_address, subject)'
-        " VALUES ('confirmation', %s, %s, 'Confirm your new email address')"
-        ' RETURNING id',
-        (earlier.id, user.email),
-    ).fetchone()['id']
+    theirs = enqueue(conn, queries, user.email, user_id=earlier.id)
     nobodys = enqueue(conn, queries, user.email)
 
     ids = {

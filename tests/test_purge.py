@@ -353,12 +353,7 @@ def test_mail_of_someone_else_to_an_address_now_the_erased_persons_stays(
     account_id = make_account()
     person, earlier = make_user(account_id=account_id), make_user()
     # Sent to the address when it was to be the other user's, who never confirmed it.
-    theirs = conn.execute(
-        'INSERT INTO mail_outbox (kind, user_id, to_address, subject)'
-        " VALUES ('confirmation', %s, %s, 'Confirm your new email address')"
-        ' RETURNING id',
-        (earlier.id, person.email),
-    ).fetchone()['id']
+    theirs = enqueue(conn, queries, person.email, user_id=earlier.id)
     schedule(conn, account_id)
 
     purge(config, queries)
