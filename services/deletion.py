@@ -34,10 +34,16 @@ class Erased:
 
 def erase_user(conn, queries, config, user_id):
     """Erase ``user_id``: their row (and by cascade their sessions, tokens, links, MFA
-    secrets, address-change requests and memberships), the mail to or naming their
-    addresses, the rate-limit counters that name them, the sign-in flows of their
-    addresses, who-asked on scheduled deletions, and their audit trail (the rows about
-    them; on the rows of what they did to others, who did it and from where).
+    secrets, address-change requests, memberships and their mail, mail_outbox.user_id),
+    the mail of nobody's account sent to their addresses (rows older than that column)
+    and anyone's mail naming one as a whole address, the rate-limit counters that name
+    them, the sign-in flows of their addresses, who-asked on scheduled deletions, and
+    their audit trail (the rows about them; on the rows of what they did to others, who
+    did it and from where).
+
+    Mail queued for them after this, such as a farewell to their address once they are
+    gone, must be written with user_id NULL: the users row's cascade would delete it
+    with them, before it is sent.
 
     Inside the caller's transaction. Returns an Erased for ``remove_files`` after the
     commit; None when there is no such user (already erased).
@@ -128,7 +134,8 @@ def purge_due(config, queries, conn, stop=None):
 
 def _tell_instance_admin(conn, queries, config, claimed, people):
     """The account's id and when it went (its transaction's time, the compliance
-    row's deleted_at); no name, no address."""
+    row's deleted_at); no name, no address. Nobody's account's mail: user_id NULL
+    (mail.account_purged_notice)."""
     if config.instance_admin_email is None:
         return
     conn.execute(

@@ -91,6 +91,8 @@ def _erase(conn, queries, config, caller, doc, facts, checks):
             details={'account_left_without_members': row['emptied']},
         )
     erased = deletion.erase_user(conn, queries, config, caller.id)
+    # The farewell belongs to nobody (user_id None): the users row is gone. The worker
+    # deletes this kind's row once it is sent or given up (outbox.FORGOTTEN_ONCE_SENT).
     security_mail.send(
         conn,
         queries,

@@ -194,6 +194,10 @@ EXCLUDED = {
         'credential; the mail is in your mailbox'
     ),
     ('mail_outbox', 'html_body'): 'as text_body',
+    ('mail_outbox', 'user_id'): (
+        'whose mail it is: yours (user_id above) for every mail listed, none for a '
+        'mail written before mails named their owner, listed by its address'
+    ),
     ('mail_outbox', 'attempts'): "the mail worker's delivery bookkeeping",
     ('mail_outbox', 'next_attempt_at'): "the mail worker's delivery bookkeeping",
     ('mail_outbox', 'last_error'): (

@@ -73,8 +73,15 @@ def _line_html(line):
     return html.escape(line)
 
 
-def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
-    """Plain text and HTML. ``name`` (user-supplied) is cleaned here, in one place."""
+def _message(
+    kind, user_id, to_address, subject, name, lines, link=None, link_text=None
+):
+    """Plain text and HTML. ``name`` (user-supplied) is cleaned here, in one place.
+
+    ``user_id``: whose mail it is (mail_outbox.user_id, migration 0022): the account it
+    goes to, or for a link asked for an address, the account the link is for. The eraser
+    and the export find a person's mail by it. None: mail to nobody's account.
+    """
     name = clean_name(name) or to_address
     text = '\n\n'.join(
         [f'Hi {name},', *map(str, lines)] + ([f'{link_text}: {link}'] if link else [])
@@ -90,6 +97,7 @@ def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
     html_body = f'<!doctype html><html><body>{paragraphs}</body></html>'
     return {
         'kind': kind,
+        'user_id': user_id,
         'to_address': to_address,
         'subject': subject,
         'text_body': text + '\n',
@@ -98,7 +106,7 @@ def _message(kind, to_address, subject, name, lines, link=None, link_text=None):
 
 
 def confirmation_message(
-    config, name, to_address, token, new_address=False, revert_until=None
+    config, user_id, name, to_address, token, new_address=False, revert_until=None
 ):
     """``revert_until``: when the revert link of the old address expires (SPEC 3.4), if
     one was sent."""
@@ -124,7 +132,14 @@ def confirmation_message(
         'Confirm your new email address' if new_address else 'Confirmation Instructions'
     )
     return _message(
-        'confirmation', to_address, subject, name, lines, link, 'Confirm my account'
+        'confirmation',
+        user_id,
+        to_address,
+        subject,
+        name,
+        lines,
+        link,
+        'Confirm my account',
     )
 
 
@@ -132,7 +147,7 @@ def _reset_url(config, token):
     return _link(config, '/app/auth/password/edit', reset_password_token=token)
 
 
-def reset_password_message(config, name, to_address, token):
+def reset_password_message(config, user_id, name, to_address, token):
     link = _reset_url(config, token)
     lines = [
         'Someone asked to reset the password of your Frontdesk account.',
@@ -141,6 +156,7 @@ def reset_password_message(config, name, to_address, token):
     ]
     return _message(
         'reset_password',
+        user_id,
         to_address,
         'Reset password instructions',
         name,
@@ -150,7 +166,9 @@ def reset_password_message(config, name, to_address, token):
     )
 
 
-def email_change_notice(config, name, to_address, new_address, token, facts=None):
+def email_change_notice(
+    config, user_id, name, to_address, new_address, token, facts=None
+):
     """The notice to the old address; ``facts`` (time, address, device) as
     security_notice."""
     link = _link(config, '/app/auth/email_revert', token=token)
@@ -166,6 +184,7 @@ def email_change_notice(config, name, to_address, new_address, token, facts=None
     ]
     return _message(
         'email_change_notice',
+        user_id,
         to_address,
         'Your e-mail address is being changed',
         name,
@@ -175,7 +194,8 @@ def email_change_notice(config, name, to_address, new_address, token, facts=None
     )
 
 
-def address_taken_notice(name, to_address):
+def address_taken_notice(owner_id, name, to_address):
+    """To the owner of ``to_address`` (``owner_id``, ``name``): it is their mail."""
     lines = [
         'Someone asked to change the e-mail address of another Frontdesk account to '
         'this one, which is already yours. Nothing was changed, and your account is '
@@ -184,6 +204,7 @@ def address_taken_notice(name, to_address):
     ]
     return _message(
         'address_taken_notice',
+        owner_id,
         to_address,
         'Someone tried to use your e-mail address',
         name,
@@ -206,6 +227,7 @@ def account_purged_notice(to_address, account_id, deleted_at, people):
     ]
     return _message(
         'account_purged',
+        None,  # to the instance's administrator, nobody's account
         to_address,
         f'Account {account_id} was deleted',
         None,
@@ -246,10 +268,9 @@ def send_confirmation(
         queries,
         'confirmation',
         CONFIRMATION_LIFESPAN,
-        user_id,
         token,
         confirmation_message(
-            config, name, to_address, token, new_address, revert_until
+            config, user_id, name, to_address, token, new_address, revert_until
         ),
     )
 
@@ -257,7 +278,8 @@ def send_confirmation(
 def send_reset_password(conn, queries, config, user_id, name, to_address):
     token = _issue(conn, queries, user_id, 'reset_password', to_address, RESET_LIFESPAN)
     conn.execute(
-        queries['mail.enqueue'], reset_password_message(config, name, to_address, token)
+        queries['mail.enqueue'],
+        reset_password_message(config, user_id, name, to_address, token),
     )
 
 
@@ -285,17 +307,19 @@ def send_email_change_notice(
     )
     conn.execute(
         queries['mail.enqueue'],
-        email_change_notice(config, name, old_address, new_address, token, facts),
+        email_change_notice(
+            config, user_id, name, old_address, new_address, token, facts
+        ),
     )
 
 
-def send_address_taken_notice(conn, queries, name, to_address):
-    """Tell the owner of ``to_address`` someone tried to use it: one of the address's
-    MAILS_PER_ADDRESS_PER_HOUR, as a link mail is (SPEC 3.4)."""
+def send_address_taken_notice(conn, queries, owner_id, name, to_address):
+    """Tell the owner of ``to_address`` (``owner_id``) someone tried to use it: one of
+    the address's MAILS_PER_ADDRESS_PER_HOUR, as a link mail is (SPEC 3.4)."""
     conn.execute(
         queries['mail.enqueue_bounded'],
         {
-            **address_taken_notice(name, to_address),
+            **address_taken_notice(owner_id, name, to_address),
             'per_hour': MAILS_PER_ADDRESS_PER_HOUR,
         },
     )
@@ -309,16 +333,10 @@ def request_password_reset(conn, queries, config, email):
     ).fetchone()
     token = tokens.new_token()
     message = reset_password_message(
-        config, user['name'] if user else None, email, token
+        config, user and user['id'], user['name'] if user else None, email, token
     )
     _enqueue_or_suppress(
-        conn,
-        queries,
-        'reset_password',
-        RESET_LIFESPAN,
-        user and user['id'],
-        token,
-        message,
+        conn, queries, 'reset_password', RESET_LIFESPAN, token, message
     )
 
 
@@ -329,6 +347,7 @@ def request_confirmation(conn, queries, config, target, email):
     token = tokens.new_token()
     message = confirmation_message(
         config,
+        target and target['id'],
         target and target['name'],
         target['to_address'] if target else email,
         token,
@@ -336,18 +355,13 @@ def request_confirmation(conn, queries, config, target, email):
         revert_until=target and target['revert_until'],
     )
     _enqueue_or_suppress(
-        conn,
-        queries,
-        'confirmation',
-        CONFIRMATION_LIFESPAN,
-        target and target['id'],
-        token,
-        message,
+        conn, queries, 'confirmation', CONFIRMATION_LIFESPAN, token, message
     )
 
 
-def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, message):
-    """The same statement whether or not there is a user to mail.
+def _enqueue_or_suppress(conn, queries, purpose, lifespan, token, message):
+    """The same statement whether or not there is a user to mail (``message``'s
+    user_id, None when there is none).
 
     Without one the outbox row is written as 'suppressed' (never sent, no bodies, no
     token stored): the same work, so the answer's timing does not tell who is
@@ -359,7 +373,6 @@ def _enqueue_or_suppress(conn, queries, purpose, lifespan, user_id, token, messa
         {
             **message,
             'purpose': purpose,
-            'user_id': user_id,
             'per_hour': MAILS_PER_ADDRESS_PER_HOUR,
             'token_digest': tokens.digest(token),
             'lifespan': lifespan,
@@ -385,6 +398,7 @@ def fact_lines(facts):
 def security_notice(
     config,
     kind,
+    user_id,
     to_address,
     name,
     subject,
@@ -396,7 +410,8 @@ def security_notice(
 ):
     """A security e-mail (SPEC 14): what happened, when, from which address and device,
     and what to do if it was not the user. ``facts``: when (datetime), ip_address,
-    device; ``link``: (url, text) instead of the sign-in link."""
+    device; ``link``: (url, text) instead of the sign-in link. ``user_id``: the
+    recipient's."""
     body = [
         what,
         *fact_lines(facts),
@@ -409,7 +424,7 @@ def security_notice(
         ),
     ]
     url, text = link or (f'{config.frontend_url}/app/login', 'Sign in to Frontdesk')
-    return _message(kind, to_address, subject, name, body, url, text)
+    return _message(kind, user_id, to_address, subject, name, body, url, text)
 
 
 def mfa_revert_link(config, token):

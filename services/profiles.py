@@ -207,7 +207,9 @@ def _mail_email_change(
         else None
     )
     if user['email_taken']:
-        mail.send_address_taken_notice(conn, queries, user['taken_by_name'], new_email)
+        mail.send_address_taken_notice(
+            conn, queries, user['taken_by_id'], user['taken_by_name'], new_email
+        )
     else:
         mail.send_confirmation(
             conn,

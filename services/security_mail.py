@@ -193,14 +193,15 @@ def send(
     ``extra``: ``lines`` (more sentences, e.g. who did it), ``subject`` or ``what`` to
     override the kind's, ``advice`` and ``link`` (url, text) to replace the sign-in link
     and what to do, or any of ``when``, ``ip_address``, ``device`` to override what the
-    request says. ``user_id`` is the recipient's (kept for the callers' symmetry with
-    audit.record; the message itself needs only the address).
+    request says. ``user_id`` is the recipient's: the outbox row is theirs
+    (mail_outbox.user_id), which their erasure and their export go by.
     """
     extra = dict(extra or {})
     subject, what = KINDS[kind]
     notice = mail.security_notice(
         config,
         kind,
+        user_id,
         to_address,
         name,
         extra.pop('subject', subject),

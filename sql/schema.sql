@@ -606,6 +606,7 @@ CREATE TABLE public.mail_outbox (
     message_id text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     sent_at timestamp with time zone,
+    user_id bigint,
     CONSTRAINT mail_outbox_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT mail_outbox_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'sent'::text, 'failed'::text, 'suppressed'::text])))
 );
@@ -896,6 +897,8 @@ CREATE INDEX email_change_requests_user_idx ON public.email_change_requests USIN
 
 CREATE INDEX mail_outbox_pending_idx ON public.mail_outbox USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
+CREATE INDEX mail_outbox_user_id_idx ON public.mail_outbox USING btree (user_id) WHERE (user_id IS NOT NULL);
+
 CREATE INDEX one_time_tokens_revert_email_idx ON public.one_time_tokens USING btree (email) WHERE (purpose = 'email_revert'::text);
 
 CREATE INDEX one_time_tokens_user_id_idx ON public.one_time_tokens USING btree (user_id, purpose);
@@ -930,6 +933,9 @@ ALTER TABLE ONLY public.account_users
 
 ALTER TABLE ONLY public.email_change_requests
     ADD CONSTRAINT email_change_requests_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.mail_outbox
+    ADD CONSTRAINT mail_outbox_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.mfa_recovery_codes
     ADD CONSTRAINT mfa_recovery_codes_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id) ON DELETE CASCADE;

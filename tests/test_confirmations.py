@@ -359,6 +359,13 @@ def test_resend_mails_no_link_to_an_address_another_users_revert_link_reserves(
     )
     assert answer.json['unconfirmed_email'] == owner.email
     assert queued_count(conn, owner.email) == 2  # the revert notice, the taken notice
+    # Both are the owner's mail: the address is theirs while their link reserves it.
+    assert {
+        row['user_id']
+        for row in conn.execute(
+            'SELECT user_id FROM mail_outbox WHERE to_address = %s', (owner.email,)
+        )
+    } == {owner.id}
 
     # Resending, signed in or not, must not mail the link the change withheld: the
     # owner's mailbox would get a genuine "confirm" link for Mallory's account, whose

@@ -20,6 +20,7 @@ from tests.support.users import unique_email
 from tests.test_access_tokens import bearer
 from tests.test_access_tokens import join
 from tests.test_access_tokens import new_token
+from tests.test_mail import enqueue
 from tests.test_mfa import enable
 from tests.test_security_mail import assert_facts
 from tests.test_security_mail import client
@@ -166,7 +167,8 @@ _ROWS_OF = {
     'accounts': 'deletion_requested_by = %(user_id)s',
     'account_deletions': 'scheduled_by = %(user_id)s',
     'audit_events': 'actor_id = %(user_id)s OR subject_id = %(user_id)s',
-    'mail_outbox': 'to_address IN (%(email)s, %(unconfirmed_email)s)',
+    'mail_outbox': 'user_id = %(user_id)s OR (user_id IS NULL'
+    ' AND to_address IN (%(email)s, %(unconfirmed_email)s))',
 }
 
 
@@ -468,6 +470,42 @@ def test_another_members_data_never_appears(testapp, admin, make_user, conn):
     )
     for part in ('sessions', 'personal_access_tokens', 'links', 'memberships'):
         assert {row['user_id'] for row in theirs.json[part]} == {member.id}, part
+
+
+def test_mails_are_the_callers_by_owner_whatever_the_address(
+    testapp, make_user, conn, queries
+):
+    """A mail is the caller's when it names them as its owner: the confirmation to a
+    new address whose request was since voided is; another user's mail to the address
+    that is now the caller's is not. A row that names nobody (queued before the outbox
+    named owners) is the caller's by its address."""
+    user, earlier = make_user(), make_user()
+    new_address = unique_email('never-confirmed')
+    testapp.put_json(
+        '/api/v1/profile', {'profile': {'email': new_address}}, headers=user.headers
+    )
+    enable(testapp, user)  # a credential change: the request is void
+    assert conn.execute(
+        'SELECT unconfirmed_email FROM users WHERE id = %s', (user.id,)
+    ).fetchone() == {'unconfirmed_email': None}
+    theirs = enqueue(conn, queries, user.email, user_id=earlier.id)
+    nobodys = enqueue(conn, queries, user.email)
+
+    ids = {
+        mail['id']: mail['to_address']
+        for mail in testapp.get(EXPORT, headers=user.headers, status=200).json['mails']
+    }
+
+    assert new_address in ids.values()
+    assert theirs not in ids and ids[nobodys] == user.email
+    assert set(ids) == {
+        row['id']
+        for row in conn.execute(
+            'SELECT id FROM mail_outbox WHERE (user_id = %s OR id = %s)'
+            ' AND subject <> %s',  # the export's own notice comes after
+            (user.id, nobodys, SUBJECT),
+        )
+    }
 
 
 @pytest.mark.parametrize('part', ['audit_events', 'mails'])

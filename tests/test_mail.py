@@ -31,11 +31,14 @@ def certificate(tmp_path_factory):
     return self_signed_certificate(tmp_path_factory.mktemp('smtp-tls'))
 
 
-def enqueue(conn, queries, address, body='Hello'):
+def enqueue(conn, queries, address, body='Hello', user_id=None):
+    """Queue a test mail to ``address``; its id. ``user_id``: whose mail it is (None:
+    nobody's, as every row queued before the outbox named owners)."""
     return conn.execute(
         queries['mail.enqueue'],
         {
             'kind': 'test',
+            'user_id': user_id,
             'to_address': address,
             'subject': 'Test message',
             'text_body': body,

@@ -16,6 +16,7 @@ import app as app_module
 import config as config_module
 import db
 import schema_dump
+from services import deletion
 from services import passwords
 from tests.support import ROOT
 from tests.support.database import new_database
@@ -45,6 +46,7 @@ PINNED = {
     '0019_app_role_owns_nothing.sql': '12a2ade1ee0b4707eb8465ac806ca6e97fa18361b05c6eee56e3f6504d815b00',  # noqa: E501
     '0020_single_sign_on.sql': 'ecfa4076a077567ce4a85f2b7b4bdae1c692582cad4a28720da57348172e5010',  # noqa: E501
     '0021_account_deletion.sql': '735de70acceafd9d36bad89a4a1d1956eab97b95a702227e64cc6986c47e94e8',  # noqa: E501
+    '0022_mail_outbox_owner.sql': '85ccf0d357612a7eed49ca1f0b6acd8dda886f8083d5984a2d9b4b6dec27d40d',  # noqa: E501
     '0023_erase_user_trail_addresses.sql': 'ce4acb1cb5432536ad5412ef03fb33abcea0dcb1dd702e393f9f86e66ad92747',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
@@ -388,3 +390,14 @@ def test_an_upgrade_from_the_oldest_supported_level_keeps_every_row_and_serves_t
             )
         finally:
             pool.close()
+        # Mail queued before the outbox named its owner (0022) names nobody; the
+        # eraser still finds it by its address.
+        with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
+            assert conn.execute('SELECT user_id FROM mail_outbox').fetchall() == [
+                {'user_id': None}
+            ]
+            with conn.transaction():
+                deletion.erase_user(conn, db.load_queries(), config, profile['id'])
+            assert conn.execute('SELECT count(*) AS n FROM mail_outbox').fetchone() == {
+                'n': 0
+            }

@@ -425,6 +425,16 @@ def test_an_email_of_another_user_answers_as_a_free_one_and_mails_no_link(
     ]
     free_answer = put(testapp, agent, {'profile': {'email': free}})
     assert [row['kind'] for row in outbox_to(conn, free)] == ['confirmation']
+    # The notice is its owner's mail (their erasure and their export find it by id),
+    # the link the asker's.
+    assert conn.execute(
+        'SELECT to_address, user_id FROM mail_outbox WHERE to_address IN (%s, %s)'
+        ' ORDER BY id',
+        (other.email, free),
+    ).fetchall() == [
+        {'to_address': other.email, 'user_id': other.id},
+        {'to_address': free, 'user_id': agent.id},
+    ]
 
     def shape(answer):
         return (

@@ -235,12 +235,15 @@ def test_a_member_left_with_no_account_is_erased_and_nothing_names_them(
     person.account_id = account_id
     suspend(testapp, person, colleague.id)
     reactivate(testapp, person, colleague.id)
-    avatar = footprint(testapp, conn, person, [account_id])
-    # A new address awaiting confirmation: both addresses get mail, the old one a link.
+    # A new address: both addresses get mail, the old one a link. Enabling MFA (in
+    # footprint) then voids the request: nothing ties the new address to them but
+    # their mail to it.
     new_address = unique_email('moved')
     testapp.put_json(
         '/api/v1/profile', {'profile': {'email': new_address}}, headers=person.headers
     )
+    avatar = footprint(testapp, conn, person, [account_id])
+    assert_voided(conn, person.id, new_address)
     deliver(base_env, inbox.port)  # what has been sent keeps no body, as in service
     assert inbox.to(person.email) and inbox.to(new_address)
     assert (avatar_dir / avatar).exists()
@@ -274,6 +277,89 @@ def test_a_member_left_with_no_account_is_erased_and_nothing_names_them(
     testapp.get(
         '/api/v1/profile', headers={'api_access_token': person.access_token}, status=401
     )
+
+
+def assert_voided(conn, user_id, address):
+    """``user_id``'s change to ``address`` was voided: no pending address, no link to
+    it; the mail of the request is still queued or sent, and theirs."""
+    assert conn.execute(
+        'SELECT unconfirmed_email FROM users WHERE id = %s', (user_id,)
+    ).fetchone() == {'unconfirmed_email': None}
+    assert not exists(conn, 'one_time_tokens', 'email', address)
+    assert [
+        (row['kind'], row['user_id'])
+        for row in conn.execute(
+            'SELECT kind, user_id FROM mail_outbox WHERE to_address = %s', (address,)
+        )
+    ] == [('confirmation', user_id)]
+
+
+def test_a_voided_address_changes_confirmation_mail_goes_with_the_person(
+    testapp, conn, config, queries, make_account, make_user
+):
+    account_id = make_account()
+    person = make_user(account_id=account_id)
+    new_address = unique_email('never-confirmed')
+    testapp.put_json(
+        '/api/v1/profile', {'profile': {'email': new_address}}, headers=person.headers
+    )
+    enable(testapp, person)  # a credential change: the request is void
+    assert_voided(conn, person.id, new_address)
+    schedule(conn, account_id)
+
+    purge(config, queries)
+
+    assert not exists(conn, 'users', 'id', person.id)
+    assert not exists(conn, 'mail_outbox', 'to_address', new_address)
+
+
+def test_erasing_an_address_leaves_mail_to_or_naming_a_longer_one_alone(
+    conn, config, queries, make_account, make_user
+):
+    """a@b.example is not named by aa@b.example nor by a@b.example.org; it is by
+    "<A@B.example>" and by "a@b.example." ending a sentence."""
+    account_id = make_account()
+    person = make_user(account_id=account_id)
+    longer = f'a{person.email}'
+    # Nobody's (user_id NULL), as every row queued before the outbox named its owner.
+    kept = [
+        enqueue(conn, queries, longer),
+        enqueue(conn, queries, unique_email('other'), body=f'By: {longer}'),
+        enqueue(conn, queries, unique_email('other'), body=f'By: {person.email}.org'),
+        enqueue(conn, queries, unique_email('other'), body=f'x{person.email}x'),
+    ]
+    gone = [
+        enqueue(conn, queries, person.email),
+        enqueue(conn, queries, unique_email('other'), body=f'By: {person.email}.'),
+        enqueue(conn, queries, unique_email('other'), body=f'<{person.email.upper()}>'),
+    ]
+    schedule(conn, account_id)
+
+    purge(config, queries)
+
+    assert not exists(conn, 'users', 'id', person.id)
+    assert [
+        row['id']
+        for row in conn.execute(
+            'SELECT id FROM mail_outbox WHERE id = ANY (%s) ORDER BY id',
+            (kept + gone,),
+        )
+    ] == kept
+
+
+def test_mail_of_someone_else_to_an_address_now_the_erased_persons_stays(
+    conn, config, queries, make_account, make_user
+):
+    account_id = make_account()
+    person, earlier = make_user(account_id=account_id), make_user()
+    # Sent to the address when it was to be the other user's, who never confirmed it.
+    theirs = enqueue(conn, queries, person.email, user_id=earlier.id)
+    schedule(conn, account_id)
+
+    purge(config, queries)
+
+    assert not exists(conn, 'users', 'id', person.id)
+    assert exists(conn, 'mail_outbox', 'id', theirs)
 
 
 def test_a_member_of_another_account_keeps_everything_but_this_membership(

@@ -129,6 +129,7 @@ def test_two_looping_mail_workers_send_each_message_exactly_once(
             queries['mail.enqueue'],
             {
                 'kind': 'test',
+                'user_id': None,
                 'to_address': address,
                 'subject': 'Test message',
                 'text_body': 'Hello',

@@ -10,11 +10,22 @@ SELECT id
 -- name: erase_user
 -- The person's row and every row that names them outside the audit trail (which
 -- erase_user_trail clears next, in a statement of its own: it checks the row is gone).
--- Their addresses: the current one, the one awaiting confirmation, and those their
--- links were mailed to (an old address's revert link). The users row cascades to
+-- Their addresses: the current one, the one awaiting confirmation, those their links
+-- were mailed to (an old address's revert link), and those their mail went to (an
+-- address they asked to move to, the request since voided), unless that address is now
+-- another user's. The users row cascades to
 -- sessions (user_tokens), links (one_time_tokens), recovery codes, personal access
--- tokens, address-change requests and memberships. Mail goes when it was sent to one of
--- the addresses or names one (an administrator's notice "By: <address>"); rate-limit
+-- tokens, address-change requests, memberships and their mail (mail_outbox.user_id,
+-- migration 0022: whatever address it went to, such as the confirmation to an address
+-- they asked for and no longer hold). Mail of nobody's account (user_id NULL: written
+-- before 0022, or a link asked for an address no account had) goes when it was sent to
+-- one of the addresses; mail of anyone's that names one of them (an administrator's
+-- notice "By: <address>") goes too. Named means as a whole address, not as a substring:
+-- a@b.example is not named by aa@b.example nor by a@b.example.org, and is by
+-- "<a@b.example>" or "By: a@b.example." (a dot that ends a sentence). Mail to one of
+-- the addresses that is someone else's (user_id another account: the address changed
+-- hands) is theirs and stays. Neither index serves a body: this reads the outbox once
+-- per erasure, as a rare erasure may. Rate-limit
 -- counters when their bucket names the id or an address (buckets are '|'-separated
 -- key=value parts: password|user=<id>, mail|to=<address>, ...|email=<address>|<period>,
 -- audit ...|subject=<id>); sign-in flows of a provider started for an address; and an
@@ -25,11 +36,26 @@ WITH person AS (
                    FROM unnest(ARRAY[u.email, u.unconfirmed_email]
                                || ARRAY(SELECT t.email
                                           FROM one_time_tokens t
-                                         WHERE t.user_id = u.id)) AS a(address)
+                                         WHERE t.user_id = u.id)
+                               || ARRAY(SELECT m.to_address
+                                          FROM mail_outbox m
+                                         WHERE m.user_id = u.id
+                                           AND NOT EXISTS (SELECT
+                                                             FROM users other
+                                                            WHERE other.email = lower(m.to_address)
+                                                              AND other.id <> u.id))) AS a(address)
                   WHERE a.address IS NOT NULL
                   ORDER BY 1) AS addresses
       FROM users u
      WHERE u.id = %(user_id)s
+), named AS (
+    -- A pattern per address: not preceded by what an address may hold before the @,
+    -- not followed by a domain's next character (a dot only when a label follows).
+    SELECT ARRAY(SELECT '(^|[^a-z0-9._%%+-])'
+                        || regexp_replace(a.address, '([.^$*+?()[\]{}|\\])', '\\\1', 'g')
+                        || '(?![a-z0-9-]|\.[a-z0-9-])'
+                   FROM unnest(p.addresses) AS a(address)) AS patterns
+      FROM person p
 ), needles AS (
     SELECT ARRAY['|user=' || p.id || '|', '|subject=' || p.id || '|']
            || ARRAY(SELECT '|' || k.key || '=' || a.address || '|'
@@ -38,12 +64,11 @@ WITH person AS (
       FROM person p
 ), mails AS (
     DELETE FROM mail_outbox m
-     USING person p
-     WHERE lower(m.to_address) = ANY (p.addresses)
+     USING person p, named n
+     WHERE (m.user_id IS NULL AND lower(m.to_address) = ANY (p.addresses))
         OR EXISTS (SELECT
-                     FROM unnest(p.addresses) AS a(address)
-                    WHERE strpos(lower(concat_ws(' ', m.subject, m.text_body, m.html_body)),
-                                 a.address) > 0)
+                     FROM unnest(n.patterns) AS a(pattern)
+                    WHERE concat_ws(' ', m.subject, m.text_body, m.html_body) ~* a.pattern)
 ), counters AS (
     DELETE FROM rate_limit_counters c
      USING needles n

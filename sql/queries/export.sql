@@ -7,8 +7,10 @@
 -- window (AUDIT_RETENTION_DAYS), newest first, at most %(max_rows)s each (the *_truncated
 -- flag says more exist). An audit row another user did to this one names the actor and
 -- nothing more (their address, device and session are theirs: as audit.for_user). Mails
--- count when sent to the user's address since the user exists, or to the address they
--- asked to change to since they asked (so nobody else's mail to an address is shown).
+-- are the user's (mail_outbox.user_id, migration 0022), whatever address they went to;
+-- of the mails of nobody's account (user_id NULL: every one written before 0022), those
+-- sent to the user's address since the user exists, or to the address they asked to
+-- change to since they asked (so nobody else's mail to an address is shown).
 -- No index serves actor_id nor to_address: this reads both tables once, which a rare,
 -- reauthenticated download may.
 WITH u AS (
@@ -27,11 +29,13 @@ WITH u AS (
     SELECT m.id, m.kind, m.to_address, m.subject, m.status, m.message_id, m.created_at, m.sent_at
       FROM mail_outbox m, u
      WHERE m.created_at > now() - make_interval(days => %(retention_days)s)
-       AND ((m.to_address = u.email AND m.created_at >= u.created_at)
-            OR (m.to_address = u.unconfirmed_email
-                AND m.created_at >= (SELECT max(r.created_at)
-                                       FROM email_change_requests r
-                                      WHERE r.user_id = u.id)))
+       AND (m.user_id = u.id
+            OR (m.user_id IS NULL
+                AND ((m.to_address = u.email AND m.created_at >= u.created_at)
+                     OR (m.to_address = u.unconfirmed_email
+                         AND m.created_at >= (SELECT max(r.created_at)
+                                                FROM email_change_requests r
+                                               WHERE r.user_id = u.id)))))
      ORDER BY m.id DESC
      LIMIT %(max_rows)s + 1
 )

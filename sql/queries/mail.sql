@@ -1,6 +1,11 @@
 -- name: enqueue
-INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body)
-VALUES (%(kind)s, %(to_address)s, %(subject)s, %(text_body)s, %(html_body)s)
+-- user_id: whose mail it is (the recipient's account, or whom it is about), which the
+-- eraser and the export go by (migration 0022); NULL for mail to nobody's account. A
+-- mail that must outlive its person's erasure (a farewell to an erased person's address,
+-- written in the erasure's transaction) is nobody's: the users row's ON DELETE CASCADE
+-- would delete it before it is sent.
+INSERT INTO mail_outbox (kind, user_id, to_address, subject, text_body, html_body)
+VALUES (%(kind)s, %(user_id)s, %(to_address)s, %(subject)s, %(text_body)s, %(html_body)s)
 RETURNING id;
 
 -- name: claim_due
@@ -58,8 +63,8 @@ WITH counted AS (
        SET hits = c.hits + 1
     RETURNING c.hits
 )
-INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body, status)
-SELECT %(kind)s, %(to_address)s, %(subject)s,
+INSERT INTO mail_outbox (kind, user_id, to_address, subject, text_body, html_body, status)
+SELECT %(kind)s, %(user_id)s::bigint, %(to_address)s, %(subject)s,
        CASE WHEN sent THEN %(text_body)s END,
        CASE WHEN sent THEN %(html_body)s END,
        CASE WHEN sent THEN 'pending' ELSE 'suppressed' END
@@ -70,7 +75,8 @@ RETURNING id;
 -- One statement for a known and an unknown address alike (POST /auth/password and POST
 -- /resend_confirmation): with a user, the link's token replaces any earlier one of its
 -- purpose and the message is pending; without, the same row is written as 'suppressed'
--- (never claimed, no bodies) and no token.
+-- (never claimed, no bodies) and no token. The row is the user's (user_id), suppressed
+-- or not; NULL without one.
 -- Mail to one address is bounded per address whoever asks (SPEC 3.4): past
 -- %(per_hour)s links to it in the hour, the row is suppressed too, and the last link sent
 -- stays the one that works. Counted for every address, known or not, at the same cost.
@@ -107,8 +113,8 @@ WITH counted AS (
     SELECT user_id, %(purpose)s, %(to_address)s, %(token_digest)s, now() + %(lifespan)s
       FROM sending
 )
-INSERT INTO mail_outbox (kind, to_address, subject, text_body, html_body, status)
-SELECT %(kind)s, %(to_address)s, %(subject)s,
+INSERT INTO mail_outbox (kind, user_id, to_address, subject, text_body, html_body, status)
+SELECT %(kind)s, %(user_id)s::bigint, %(to_address)s, %(subject)s,
        CASE WHEN sent THEN %(text_body)s END,
        CASE WHEN sent THEN %(html_body)s END,
        CASE WHEN sent THEN 'pending' ELSE 'suppressed' END

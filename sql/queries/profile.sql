@@ -3,33 +3,30 @@
 -- the avatar being replaced still hold when the new values are written. email_taken
 -- looks at other users' current addresses, not pending ones, as the unique constraint does,
 -- and at addresses another user's live revert link reserves (SPEC 3.4: a revert always
--- succeeds within its 7 days); taken_by_name is whom the notice to that address names.
+-- succeeds within its 7 days); taken_by_id and taken_by_name are whose that address is
+-- (its current owner, else the first reserver): the notice to it is their mail.
 SELECT u.name, u.email, u.unconfirmed_email, u.encrypted_password, u.avatar,
        u.confirmed_at IS NOT NULL AS confirmed,
-       EXISTS (SELECT 1
-                 FROM users other
-                WHERE other.email = %(email)s
-                  AND other.id <> u.id)
-       OR EXISTS (SELECT 1
-                    FROM one_time_tokens r
-                   WHERE r.email = %(email)s
-                     AND r.purpose = 'email_revert'
-                     AND r.expires_at > now()
-                     AND r.user_id <> u.id) AS email_taken,
-       COALESCE((SELECT other.name
-                   FROM users other
-                  WHERE other.email = %(email)s
-                    AND other.id <> u.id),
-                (SELECT reserver.name
-                   FROM one_time_tokens r
-                   JOIN users reserver ON reserver.id = r.user_id
-                  WHERE r.email = %(email)s
-                    AND r.purpose = 'email_revert'
-                    AND r.expires_at > now()
-                    AND r.user_id <> u.id
-                  ORDER BY r.id
-                  LIMIT 1)) AS taken_by_name
+       taken.id IS NOT NULL AS email_taken,
+       taken.id AS taken_by_id,
+       taken.name AS taken_by_name
   FROM users u
+  LEFT JOIN LATERAL (
+      SELECT owner.id, owner.name
+        FROM (SELECT other.id, other.name, 0 AS rank, 0::bigint AS reservation
+                FROM users other
+               WHERE other.email = %(email)s
+                 AND other.id <> u.id
+              UNION ALL
+              SELECT reserver.id, reserver.name, 1, r.id
+                FROM one_time_tokens r
+                JOIN users reserver ON reserver.id = r.user_id
+               WHERE r.email = %(email)s
+                 AND r.purpose = 'email_revert'
+                 AND r.expires_at > now()
+                 AND r.user_id <> u.id) AS owner
+       ORDER BY owner.rank, owner.reservation
+       LIMIT 1) AS taken ON true
  WHERE u.id = %(user_id)s
    FOR UPDATE OF u;
 
