@@ -505,3 +505,48 @@ def test_a_profile_change_that_waited_for_an_erasure_is_a_401_and_leaves_no_file
     thread.join()
     assert answers == [401]
     assert set(avatar_dir.iterdir()) == files
+
+
+def test_an_address_you_only_asked_for_is_not_yours_to_erase(
+    testapp, admin, make_user, conn
+):
+    """An address change to a taken address leaves the same pending state as to a free
+    one (SPEC 3.3, no oracle). Erasing that user must not treat the other user's address
+    as theirs: the mail to it or naming it (an administrator's notice "By: <address>"),
+    and its per-address mail bound, stay."""
+    other_admin = make_user(account_id=admin.account_id, role='administrator')
+    testapp.post_json('/auth/password', {'email': admin.email})
+    testapp.post_json(
+        f'/enterprise/api/v1/accounts/{admin.account_id}/toggle_deletion',
+        {'action_type': 'delete'},
+        headers=admin.headers,
+    )
+    taker = make_user()
+    testapp.put_json(
+        PROFILE,
+        {'profile': {'email': admin.email, 'current_password': taker.password}},
+        headers=taker.headers,
+    )
+    assert testapp.get(PROFILE, headers=taker.headers).json['unconfirmed_email'] == (
+        admin.email
+    )
+
+    def kept():
+        return (
+            conn.execute(
+                'SELECT to_address, kind FROM mail_outbox'
+                ' WHERE lower(to_address) = %(a)s OR text_body ILIKE %(named)s'
+                ' ORDER BY id',
+                {'a': admin.email, 'named': f'%{admin.email}%'},
+            ).fetchall(),
+            conn.execute(
+                'SELECT bucket, hits FROM rate_limit_counters WHERE bucket = %s',
+                (f'mail|to={admin.email}',),
+            ).fetchall(),
+        )
+
+    before = kept()
+    assert {row['to_address'] for row in before[0]} >= {admin.email, other_admin.email}
+    assert before[1]
+    erase(testapp, taker)
+    assert kept() == before
