@@ -483,13 +483,28 @@ def _remove_avatar(testapp, user):
     return testapp.delete(PROFILE + '/avatar', headers=user.headers, status='*')
 
 
-@pytest.mark.parametrize('change', [_put_name, _put_avatar, _remove_avatar])
-def test_a_profile_change_that_waited_for_an_erasure_is_a_401_and_leaves_no_file(
+def _start_mfa(testapp, user):
+    return testapp.post_json(
+        PROFILE + '/mfa', {'password': user.password}, headers=user.headers, status='*'
+    )
+
+
+def _sign_in(testapp, user):
+    return testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status='*'
+    )
+
+
+@pytest.mark.parametrize(
+    'change', [_put_name, _put_avatar, _remove_avatar, _start_mfa, _sign_in]
+)
+def test_a_request_that_waited_for_an_erasure_is_a_401_and_leaves_no_file(
     testapp, make_user, conn, config, queries, avatar_dir, direct_database_url, change
 ):
-    """A request the access rules let in just before the erasure committed, and that
-    then waited for the user row it held, finds no user: the 401 of a credential that
-    is gone (not a 500), and no avatar file is stored for nobody."""
+    """A request let in just before the erasure committed (the access rules found the
+    session, or the password matched), and that then waited for the user row it held,
+    finds no user: the 401 of a credential that is gone (not a 500), no session is
+    minted, and no avatar file is stored for nobody."""
     user = make_user()
     files = set(avatar_dir.iterdir())
     answers = []
