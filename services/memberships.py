@@ -84,7 +84,14 @@ def hold_as_administrator(conn, queries, account_id, caller_id):
     done (SPEC 3.4). The row serialises the account's administrator actions, so it
     comes first, in the order of the module docstring.
     """
-    conn.execute(queries['memberships.lock_account'], {'account_id': account_id})
+    if (
+        conn.execute(
+            queries['memberships.lock_account'], {'account_id': account_id}
+        ).fetchone()
+        is None
+    ):
+        # Purged (SPEC 20) while the request waited for the row: no such account.
+        raise errors.NotFound()
     if not conn.execute(
         queries['memberships.still_administrator'],
         {'account_id': account_id, 'user_id': caller_id},

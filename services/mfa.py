@@ -288,6 +288,15 @@ def _lock_user(conn, queries, user_id):
     return conn.execute(queries['mfa.lock_user'], {'user_id': user_id}).fetchone()
 
 
+def _lock_caller(conn, queries, user_id):
+    """The signed-in caller's row, locked. Erased (SPEC 20) while the request waited
+    for it: the 401 of a credential that no longer exists."""
+    user = _lock_user(conn, queries, user_id)
+    if user is None:
+        raise errors.Unauthenticated()
+    return user
+
+
 def status(conn, queries, config, user_id):
     row = conn.execute(queries['mfa.status'], {'user_id': user_id}).fetchone()
     return {'feature_available': available(config), **row}
@@ -304,7 +313,7 @@ def start_enrolment(
     reported (services/guessing.py), as for the other functions that check a password or
     a code.
     """
-    user = _lock_user(conn, queries, user_id)
+    user = _lock_caller(conn, queries, user_id)
     # The refusals that need no password first: they run no bcrypt (SPEC 3.4).
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
@@ -333,7 +342,7 @@ def enable(
 ):
     """Turn MFA on with the pending secret: a credential change (SPEC 3.3), whose e-mail
     carries the link that undoes this enablement (SPEC 12)."""
-    user = _lock_user(conn, queries, user_id)
+    user = _lock_caller(conn, queries, user_id)
     if user['enabled']:
         raise errors.Unprocessable(message=ALREADY_ENABLED)
     if not user['confirmed']:
@@ -382,7 +391,7 @@ def regenerate_recovery_codes(
 ):
     """New recovery codes behind a TOTP code (not a credential change: nothing is
     revoked)."""
-    user = _lock_user(conn, queries, user_id)
+    user = _lock_caller(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
     if (
@@ -413,7 +422,7 @@ def disable(
 
     Returns the factor used ('otp' or 'recovery_code').
     """
-    user = _lock_user(conn, queries, user_id)
+    user = _lock_caller(conn, queries, user_id)
     if not user['enabled']:
         raise errors.Unprocessable(message=NOT_ENABLED)
     factor = check_password_and_factor(

@@ -81,9 +81,7 @@ def update(
             guessing.guard(conn, queries, config, user_id, kinds, facts) as checks,
             conn.transaction(),
         ):
-            user = conn.execute(
-                queries['profile.lock_user'], {'user_id': user_id, 'email': email}
-            ).fetchone()
+            user = _locked(conn, queries, user_id, email)
             new_email = (
                 email
                 if email is not None
@@ -238,21 +236,35 @@ def _mail_email_change(
 
 def _write(conn, queries, config, user_id, patch):
     """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
-    doc, now = db.Lookup('profile_update', queries['profile.update'], config).fetchone(
+    row = db.Lookup('profile_update', queries['profile.update'], config).fetchone(
         conn, user_id, orjson.dumps(patch).decode()
     )
+    if row is None:
+        raise errors.Unauthenticated()  # erased since the access rules let it in
+    doc, now = row
     return userdoc.render_text(doc, userdoc.from_epoch(now), config.avatar_url_prefix)
 
 
 def remove_avatar(conn, queries, config, user_id):
     """Forget the avatar, then delete its file; return the user JSON."""
     with conn.transaction():
-        user = conn.execute(
-            queries['profile.lock_user'], {'user_id': user_id, 'email': None}
-        ).fetchone()
+        user = _locked(conn, queries, user_id, None)
         conn.execute(queries['profile.clear_avatar'], {'user_id': user_id})
     avatars.remove(config.avatar_dir, user['avatar'])
     return userdoc.read(conn, queries, config, user_id)
+
+
+def _locked(conn, queries, user_id, email):
+    """The caller's row, locked for the change (profile.lock_user). A user erased
+    (SPEC 20) after the access rules let the request in, while it waited for the row,
+    is gone: the 401 of a credential that no longer exists, before any file is
+    stored."""
+    user = conn.execute(
+        queries['profile.lock_user'], {'user_id': user_id, 'email': email}
+    ).fetchone()
+    if user is None:
+        raise errors.Unauthenticated()
+    return user
 
 
 def _profile(validator, doc, upload):

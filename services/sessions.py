@@ -212,7 +212,8 @@ def check_password_unchanged(conn, queries, user_id, verified_hash):
     lock = conn.execute(
         queries['users.lock_for_token'], {'user_id': user_id}
     ).fetchone()
-    if lock['encrypted_password'] != verified_hash:
+    if lock is None or lock['encrypted_password'] != verified_hash:
+        # None: erased (SPEC 20) since the password was checked.
         raise PasswordChanged()
     return lock
 

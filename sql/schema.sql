@@ -229,7 +229,7 @@ $$;
 CREATE FUNCTION public.erase_user_trail(p_user_id bigint, p_addresses text[]) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     erased bigint;
     cleared bigint;
@@ -238,10 +238,12 @@ BEGIN
     IF EXISTS (SELECT FROM users WHERE id = p_user_id) THEN
         RAISE EXCEPTION 'user % is not erased: their audit rows stay', p_user_id;
     END IF;
-    SELECT coalesce(array_agg(a), '{}') INTO addresses
-      FROM unnest(p_addresses) AS a
-     WHERE a IS NOT NULL
-       AND NOT EXISTS (SELECT FROM users u WHERE u.email = a OR u.unconfirmed_email = a);
+    SELECT coalesce(array_agg(DISTINCT a), '{}') INTO addresses
+      FROM unnest(p_addresses) AS given(address),
+           lower(given.address) AS a
+     WHERE a ~ '^[^@[:space:]]+@[^@[:space:]]+$'
+       AND NOT EXISTS (SELECT FROM users u
+                        WHERE u.email = a OR u.unconfirmed_email = a);
     DELETE FROM audit_events e
      WHERE e.subject_id = p_user_id
         OR (cardinality(addresses) > 0
@@ -255,7 +257,7 @@ BEGIN
     UPDATE account_deletions SET scheduled_by = NULL WHERE scheduled_by = p_user_id;
     RETURN erased + cleared;
 END
-$$;
+$_$;
 
 CREATE FUNCTION public.grant_app_role(app regrole) RETURNS void
     LANGUAGE plpgsql

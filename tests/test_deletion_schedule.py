@@ -7,10 +7,15 @@ drives it in test_deletion_schedule_client.py."""
 
 import datetime
 import re
+import threading
 
+import psycopg
+from psycopg.rows import dict_row
 import pytest
 
+from services import deletion
 from tests.smtp_server import deliver
+from tests.support.database import waiting_for
 from tests.test_access_tokens import bearer
 from tests.test_access_tokens import new_token
 
@@ -404,3 +409,34 @@ def test_every_administrator_is_mailed_the_date_and_how_to_cancel(
         assert 'schedule the deletion again' in message.text
     for user in (agent, suspended):
         assert mails(inbox, base_env, user.email, CANCELLED) == []
+
+
+def test_a_request_that_waited_for_the_purge_finds_the_account_gone(
+    testapp, admin, make_account, conn, config, queries, direct_database_url
+):
+    """An administrator's request let in while the account was being purged waits for
+    the account row (memberships.hold_as_administrator); once the purge commits the
+    account is gone: the 404 of an account one is not a member of, not the 403 of a
+    suspension. (The administrator belongs to another account, so is not erased.)"""
+    conn.execute(
+        'INSERT INTO account_users (account_id, user_id, role)'
+        " VALUES (%s, %s, 'agent')",
+        (make_account(), admin.id),
+    )
+    toggle(testapp, admin, 'delete')
+    answers = []
+    with psycopg.connect(direct_database_url, row_factory=dict_row) as purge:
+        assert deletion.purge_account(purge, queries, config, admin.account_id) == []
+        thread = threading.Thread(
+            target=lambda: answers.append(
+                toggle(testapp, admin, 'undelete', status='*')
+            )
+        )
+        thread.start()
+        while not waiting_for(conn, purge.info.backend_pid):
+            assert thread.is_alive(), answers
+        purge.commit()
+    thread.join()
+    assert [(answer.status_int, answer.json) for answer in answers] == [
+        (404, NOT_FOUND)
+    ]

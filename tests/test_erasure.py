@@ -9,15 +9,22 @@ import datetime
 import threading
 
 import psycopg
+from psycopg.rows import dict_row
 import pyotp
+import pytest
 
+from services import deletion
 from services import guessing
 from services import mfa
 from services import sessions
 from tests.smtp_server import deliver
+from tests.support.database import waiting_for
 from tests.support.erasure import Person
 from tests.support.erasure import traces
 from tests.support.users import unique_email
+from tests.test_avatars import encode
+from tests.test_avatars import picture
+from tests.test_avatars import upload
 from tests.test_mfa import enable
 from tests.test_purge import footprint
 from tests.test_purge import unique_name
@@ -460,3 +467,101 @@ def test_nothing_names_an_erased_person(
         {'event': 'member_suspended', 'actor_id': None},
         {'event': 'member_reactivated', 'actor_id': None},
     ]
+
+
+def _put_name(testapp, user):
+    return testapp.put_json(
+        PROFILE, {'profile': {'name': 'Racer'}}, headers=user.headers, status='*'
+    )
+
+
+def _put_avatar(testapp, user):
+    return upload(testapp, user, encode(picture(), 'PNG'), status='*')
+
+
+def _remove_avatar(testapp, user):
+    return testapp.delete(PROFILE + '/avatar', headers=user.headers, status='*')
+
+
+def _start_mfa(testapp, user):
+    return testapp.post_json(
+        PROFILE + '/mfa', {'password': user.password}, headers=user.headers, status='*'
+    )
+
+
+def _sign_in(testapp, user):
+    return testapp.post_json(
+        '/auth/sign_in', {'email': user.email, 'password': user.password}, status='*'
+    )
+
+
+@pytest.mark.parametrize(
+    'change', [_put_name, _put_avatar, _remove_avatar, _start_mfa, _sign_in]
+)
+def test_a_request_that_waited_for_an_erasure_is_a_401_and_leaves_no_file(
+    testapp, make_user, conn, config, queries, avatar_dir, direct_database_url, change
+):
+    """A request let in just before the erasure committed (the access rules found the
+    session, or the password matched), and that then waited for the user row it held,
+    finds no user: the 401 of a credential that is gone (not a 500), no session is
+    minted, and no avatar file is stored for nobody."""
+    user = make_user()
+    files = set(avatar_dir.iterdir())
+    answers = []
+    with psycopg.connect(direct_database_url, row_factory=dict_row) as eraser:
+        assert deletion.erase_user(eraser, queries, config, user.id) is not None
+        thread = threading.Thread(
+            target=lambda: answers.append(change(testapp, user).status_int)
+        )
+        thread.start()
+        while not waiting_for(conn, eraser.info.backend_pid):
+            assert thread.is_alive(), answers
+        eraser.commit()
+    thread.join()
+    assert answers == [401]
+    assert set(avatar_dir.iterdir()) == files
+
+
+def test_an_address_you_only_asked_for_is_not_yours_to_erase(
+    testapp, admin, make_user, conn
+):
+    """An address change to a taken address leaves the same pending state as to a free
+    one (SPEC 3.3, no oracle). Erasing that user must not treat the other user's address
+    as theirs: the mail to it or naming it (an administrator's notice "By: <address>"),
+    and its per-address mail bound, stay."""
+    other_admin = make_user(account_id=admin.account_id, role='administrator')
+    testapp.post_json('/auth/password', {'email': admin.email})
+    testapp.post_json(
+        f'/enterprise/api/v1/accounts/{admin.account_id}/toggle_deletion',
+        {'action_type': 'delete'},
+        headers=admin.headers,
+    )
+    taker = make_user()
+    testapp.put_json(
+        PROFILE,
+        {'profile': {'email': admin.email, 'current_password': taker.password}},
+        headers=taker.headers,
+    )
+    assert testapp.get(PROFILE, headers=taker.headers).json['unconfirmed_email'] == (
+        admin.email
+    )
+
+    def kept():
+        return (
+            conn.execute(
+                'SELECT to_address, kind FROM mail_outbox'
+                ' WHERE lower(to_address) = %(a)s OR text_body ILIKE %(named)s'
+                ' ORDER BY id',
+                {'a': admin.email, 'named': f'%{admin.email}%'},
+            ).fetchall(),
+            conn.execute(
+                'SELECT bucket, hits FROM rate_limit_counters WHERE bucket = %s',
+                (f'mail|to={admin.email}',),
+            ).fetchall(),
+        )
+
+    before = kept()
+    assert {row['to_address'] for row in before[0]} >= {admin.email, other_admin.email}
+    assert before[1]
+    erase(testapp, taker)
+    assert kept() == before

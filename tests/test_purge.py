@@ -823,3 +823,31 @@ def test_the_app_role_cannot_erase_the_trail_of_a_live_account_or_person(
         ).fetchone()['n']
         >= 1
     )
+
+
+def test_the_app_role_cannot_erase_a_live_trail_by_naming_nobody(
+    database_url, conn, make_account, make_user
+):
+    """erase_user_trail's check is that the user row is gone: any id nobody has passes
+    it. What it then removes by the addresses given must be rows naming an address, not
+    any row whose details hold the text given (a live account's, a live person's)."""
+    account_id = make_account()
+    user = make_user(account_id=account_id)
+    conn.execute(
+        'INSERT INTO audit_events (event, subject_id, account_id, details)'
+        " VALUES ('test', %s, %s, %s)",
+        (user.id, account_id, '{"session_ids": "evidence", "note": "1.2.3.4"}'),
+    )
+    with psycopg.connect(database_url, autocommit=True, prepare_threshold=None) as app:
+        app.execute(
+            'SELECT erase_user_trail(%s, %s::text[])',
+            (-1, ['evidence', '1.2.3.4', None, '', 'not an@address', 'a@']),
+        )
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM audit_events WHERE event = 'test'"
+            ' AND subject_id = %s',
+            (user.id,),
+        ).fetchone()['n']
+        == 1
+    )

@@ -13,7 +13,9 @@ SELECT id
 -- Their addresses: the current one, the one awaiting confirmation, those their links
 -- were mailed to (an old address's revert link), and those their mail went to (an
 -- address they asked to move to, the request since voided), unless that address is now
--- another user's. The users row cascades to
+-- another user's or another user's live revert link reserves it (profile.lock_user's
+-- taken address: a change to it leaves the same pending state as to a free one, so
+-- asking for an address does not make it yours to erase). The users row cascades to
 -- sessions (user_tokens), links (one_time_tokens), recovery codes, personal access
 -- tokens, address-change requests, memberships and their mail (mail_outbox.user_id,
 -- migration 0022: whatever address it went to, such as the confirmation to an address
@@ -39,12 +41,18 @@ WITH person AS (
                                          WHERE t.user_id = u.id)
                                || ARRAY(SELECT m.to_address
                                           FROM mail_outbox m
-                                         WHERE m.user_id = u.id
-                                           AND NOT EXISTS (SELECT
-                                                             FROM users other
-                                                            WHERE other.email = lower(m.to_address)
-                                                              AND other.id <> u.id))) AS a(address)
+                                         WHERE m.user_id = u.id)) AS a(address)
                   WHERE a.address IS NOT NULL
+                    AND NOT EXISTS (SELECT
+                                      FROM users other
+                                     WHERE other.email = lower(a.address)
+                                       AND other.id <> u.id)
+                    AND NOT EXISTS (SELECT
+                                      FROM one_time_tokens r
+                                     WHERE r.email = lower(a.address)
+                                       AND r.purpose = 'email_revert'
+                                       AND r.expires_at > now()
+                                       AND r.user_id <> u.id)
                   ORDER BY 1) AS addresses
       FROM users u
      WHERE u.id = %(user_id)s
