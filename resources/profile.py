@@ -34,6 +34,7 @@ _JSON = JSONHandler()
 # Decoding an avatar is the costliest thing a signed-in user can ask for: 10 uploads per
 # user per hour (docs/security.md), counted only for requests that carry a file.
 AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
+EXPORTS = ('user', 5, 60 * 60)
 
 
 class Profile:
@@ -296,7 +297,16 @@ class ProfileExport:
     """GET /export: everything stored about the caller, as a JSON download (SPEC 20)."""
 
     access = {'GET': 'session'}
-    responses = {'GET': {200: 'profile_export', 403: 'reauthentication_required'}}
+    # 429: a sixth export in the hour. Each one can be large (docs/api.md) and mails the
+    # owner; a stolen fresh session gains nothing from more.
+    responses = {
+        'GET': {
+            200: 'profile_export',
+            403: 'reauthentication_required',
+            429: 'rate_limited',
+        }
+    }
+    rate_limits = {'GET': (EXPORTS,)}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -313,8 +323,9 @@ class ProfileExport:
         of one (`withheld` names each left out, and why). Needs the token headers of a
         sign-in that checked the password or a second factor within the last 15 minutes
         (`REAUTH_WINDOW_MINUTES`; else 403 `reauthentication_required`: sign in again).
-        You get a security e-mail. A HEAD request makes the same checks and sends the
-        headers only: nothing is exported, recorded or mailed.
+        You get a security e-mail. At most 5 exports an hour (then 429). A HEAD
+        request makes the same checks and sends the headers only: nothing is exported,
+        recorded or mailed.
         """
         caller = req.context.caller
         with self._pool.connection() as conn, conn.transaction():

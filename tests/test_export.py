@@ -22,6 +22,7 @@ from tests.test_access_tokens import join
 from tests.test_access_tokens import new_token
 from tests.test_mail import enqueue
 from tests.test_mfa import enable
+from tests.test_rate_limits import start_clear_of_a_window_boundary
 from tests.test_security_mail import assert_facts
 from tests.test_security_mail import client
 from tests.test_suspension import reactivate
@@ -402,6 +403,22 @@ def test_integration_credentials_get_no_export(testapp, make_user, conn):
         assert testapp.get(EXPORT, headers=headers, status=403).json == NEEDS_SESSION
     testapp.get(EXPORT, status=401)
     assert _traces(conn, user.id) == (0, 0)
+
+
+def test_a_sixth_export_in_the_hour_is_refused_and_leaves_no_trace(
+    make_testapp, make_user, conn
+):
+    start_clear_of_a_window_boundary(60 * 60)
+    limited = make_testapp(RATE_LIMITS='on')
+    user = make_user()
+    for _ in range(5):
+        limited.get(EXPORT, headers=user.headers, status=200)
+    assert limited.get(EXPORT, headers=user.headers, status=429).json == {
+        'message': 'Retry later'
+    }
+    assert _traces(conn, user.id) == (5, 5)
+    # The bucket is the user's: another member exports as before.
+    limited.get(EXPORT, headers=make_user().headers, status=200)
 
 
 def test_a_head_request_exports_records_and_mails_nothing(testapp, make_user, conn):
