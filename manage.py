@@ -197,6 +197,11 @@ def cmd_purge_accounts(config, args):
         f'purge-accounts: {purged["accounts"]} account(s) purged, '
         f'{purged["people"]} person(s) erased'
     )
+    if purged['failed']:
+        sys.exit(
+            f'purge-accounts: the database refused the purge of {purged["failed"]} '
+            'account(s), left whole (the log says which and why); run it again'
+        )
 
 
 def cmd_prune(config, args):

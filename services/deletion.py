@@ -106,14 +106,23 @@ def purge_due(config, queries, conn, stop=None):
 
     Each transaction takes one due account that no other purge holds (SKIP LOCKED),
     purges it, queues the mail to INSTANCE_ADMIN_EMAIL, and commits; the avatar files
-    of the people it erased go after the commit. Counts ``accounts`` and ``people``.
+    of the people it erased go after the commit. Counts ``accounts`` and ``people``,
+    and ``failed``: accounts the database refused to purge. Such an account stays
+    whole (its transaction rolled back) and is left out for the rest of this run, so
+    one account that cannot go (a row a later table holds on to, say) never holds back
+    the others; the next run tries it again. An error outside one account's purge (the
+    claim itself, a lost connection) is raised.
     """
-    purged = collections.Counter(accounts=0, people=0)
+    purged = collections.Counter(accounts=0, people=0, failed=0)
+    refused = []
     deadlocks = 0
     while stop is None or not stop.is_set():
+        claimed = None
         try:
             with conn.transaction():
-                claimed = conn.execute(queries['deletion.claim_due']).fetchone()
+                claimed = conn.execute(
+                    queries['deletion.claim_due'], {'refused': refused}
+                ).fetchone()
                 if claimed is None:
                     break
                 erased = purge_account(conn, queries, config, claimed['id'])
@@ -123,6 +132,18 @@ def purge_due(config, queries, conn, stop=None):
             if deadlocks > DEADLOCK_RETRIES:
                 raise
             log.warning('account purge met a deadlock; running it again')
+            continue
+        except psycopg.Error as ex:
+            if claimed is None or conn.broken:
+                raise
+            refused.append(claimed['id'])
+            purged['failed'] += 1
+            log.error(
+                'account %s not purged, left whole for the next run (%s: %s)',
+                claimed['id'],
+                type(ex).__name__,
+                ex.diag.message_primary or ex,
+            )
             continue
         deadlocks = 0
         remove_files(config, erased)

@@ -725,6 +725,40 @@ def test_the_command_says_what_went_wrong_with_the_database(
     finished(purge_command(base_env))  # the account scheduled above
 
 
+def test_an_account_the_database_refuses_stays_whole_and_the_others_go(
+    conn, base_env, make_account, make_user
+):
+    refused, other = make_account(), make_account()
+    member = make_user(account_id=refused)
+    schedule(conn, refused, ago=10)  # the older date: claimed first
+    schedule(conn, other, ago=1)
+    # A row the purge cannot delete, as a later table holding on to the account would.
+    conn.execute(
+        'CREATE FUNCTION test_purge_refuse() RETURNS trigger LANGUAGE plpgsql AS $$'
+        " BEGIN RAISE EXCEPTION 'account % is held', OLD.id; END $$"
+    )
+    conn.execute(
+        'CREATE TRIGGER test_purge_refuse BEFORE DELETE ON accounts FOR EACH ROW'
+        f' WHEN (OLD.id = {int(refused)}) EXECUTE FUNCTION test_purge_refuse()'
+    )
+    try:
+        proc = purge_command(base_env)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        conn.execute('DROP TRIGGER test_purge_refuse ON accounts')
+        conn.execute('DROP FUNCTION test_purge_refuse()')
+    assert proc.returncode == 1
+    assert 'refused the purge of 1 account(s), left whole' in stderr
+    assert f'account {refused} not purged' in stderr
+    assert 'Traceback' not in stderr
+    assert not exists(conn, 'accounts', 'id', other)  # the later one went all the same
+    assert exists(conn, 'accounts', 'id', refused)
+    assert member_of(conn, member.id) == [refused]
+    # The next run tries it again.
+    finished(purge_command(base_env))
+    assert not exists(conn, 'accounts', 'id', refused)
+
+
 def test_the_mail_worker_purges_when_it_starts_and_mails_the_instance_admin(
     conn, base_env, make_account, make_user, inbox
 ):

@@ -176,10 +176,12 @@ SELECT u.id
 -- name: claim_due
 -- One account whose date has passed, locked for its purge's transaction; one a purge
 -- running at the same time holds is skipped, not waited for (accounts_deletion_due_idx).
--- now: the transaction's time, which the compliance row's deleted_at will be.
+-- now: the transaction's time, which the compliance row's deleted_at will be. refused:
+-- the accounts this run could not purge, not tried again until the next run.
 SELECT id, now() AS now
   FROM accounts
  WHERE deletion_due_at <= now()
+   AND id <> ALL (%(refused)s::bigint[])
  ORDER BY deletion_due_at, id
  LIMIT 1
    FOR UPDATE SKIP LOCKED;
