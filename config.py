@@ -364,7 +364,7 @@ def load(env=None):
         secret_key=_secret_key(env),
         oidc_allow_private_issuers=_bool(env, 'OIDC_ALLOW_PRIVATE_ISSUERS', False),
         account_deletion_grace_days=_number(
-            env, 'ACCOUNT_DELETION_GRACE_DAYS', 7, 0, 3650
+            env, 'ACCOUNT_DELETION_GRACE_DAYS', 7, 1, 3650
         ),
         instance_admin_email=_address(env, 'INSTANCE_ADMIN_EMAIL'),
     )
