@@ -525,6 +525,26 @@ def test_mails_are_the_callers_by_owner_whatever_the_address(
     }
 
 
+def test_mail_of_nobody_to_an_address_you_only_asked_for_is_not_yours(
+    testapp, make_user, conn, queries
+):
+    """Anyone may ask to move to any address: that does not make the mail nobody owns
+    to it (a reset link asked for an address no account has) theirs to read."""
+    user = make_user()
+    wanted = unique_email('somebody-elses')
+    testapp.put_json(
+        '/api/v1/profile', {'profile': {'email': wanted}}, headers=user.headers
+    )
+    nobodys = enqueue(conn, queries, wanted)
+    assert conn.execute(
+        'SELECT unconfirmed_email FROM users WHERE id = %s', (user.id,)
+    ).fetchone() == {'unconfirmed_email': wanted}
+    mails = testapp.get(EXPORT, headers=user.headers, status=200).json['mails']
+    assert nobodys not in {mail['id'] for mail in mails}
+    # The confirmation mailed to it for this user is theirs.
+    assert wanted in {mail['to_address'] for mail in mails}
+
+
 @pytest.mark.parametrize('part', ['audit_events', 'mails'])
 def test_long_lists_are_cut_and_say_so(testapp, make_user, conn, monkeypatch, part):
     user = make_user()

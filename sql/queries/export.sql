@@ -8,9 +8,10 @@
 -- flag says more exist). An audit row another user did to this one names the actor and
 -- nothing more (their address, device and session are theirs: as audit.for_user). Mails
 -- are the user's (mail_outbox.user_id, migration 0022), whatever address they went to;
--- of the mails of nobody's account (user_id NULL: every one written before 0022), those
--- sent to the user's address since the user exists, or to the address they asked to
--- change to since they asked (so nobody else's mail to an address is shown).
+-- of the mails of nobody's account (user_id NULL: every one written before 0022, and
+-- links asked for an address no account had), those sent to the user's own address since
+-- the user exists. Not those to an address they only asked to move to: anyone may ask for
+-- any address, and would then read the subjects of mail nobody owns to it.
 -- No index serves actor_id nor to_address: this reads both tables once, which a rare,
 -- reauthenticated download may.
 WITH u AS (
@@ -31,11 +32,8 @@ WITH u AS (
      WHERE m.created_at > now() - make_interval(days => %(retention_days)s)
        AND (m.user_id = u.id
             OR (m.user_id IS NULL
-                AND ((m.to_address = u.email AND m.created_at >= u.created_at)
-                     OR (m.to_address = u.unconfirmed_email
-                         AND m.created_at >= (SELECT max(r.created_at)
-                                                FROM email_change_requests r
-                                               WHERE r.user_id = u.id)))))
+                AND m.to_address = u.email
+                AND m.created_at >= u.created_at))
      ORDER BY m.id DESC
      LIMIT %(max_rows)s + 1
 )
