@@ -309,7 +309,7 @@ def test_an_account_left_without_members_is_scheduled_for_deletion(
 
 
 def test_two_last_administrators_erasing_at_once_leave_one(
-    testapp, admin, make_user, conn
+    testapp, admin, make_user, conn, direct_database_url
 ):
     """Each passes the last-administrator rule alone; at once, the account row
     serialises them and the second is refused, so the agent keeps an
@@ -318,7 +318,9 @@ def test_two_last_administrators_erasing_at_once_leave_one(
     agent = make_user(account_id=admin.account_id)
     answers = {}
     # The first erasure holds the account row until this connection lets go.
-    with psycopg.connect(conn.info.dsn, autocommit=False) as blocker:
+    # direct_database_url, not conn.info.dsn: that leaves the password out, which the
+    # private cluster of scripts/test asks for.
+    with psycopg.connect(direct_database_url, autocommit=False) as blocker:
         blocker.execute(
             'SELECT id FROM accounts WHERE id = %s FOR NO KEY UPDATE',
             (admin.account_id,),
