@@ -13,12 +13,12 @@ Every failure is a ProviderError: ``reason`` is a short word for the audit event
 """
 
 import concurrent.futures
+import functools
 import ipaddress
 import socket
 import time
 import urllib.parse
 
-import httpx
 import orjson
 
 TIMEOUT_SECONDS = 5.0
@@ -33,13 +33,20 @@ class ProviderError(Exception):
         self.message = message
 
 
-# One client per process: its connection pool and TLS context are reused.
-_client = httpx.Client(
-    timeout=httpx.Timeout(TIMEOUT_SECONDS),
-    follow_redirects=False,
-    trust_env=False,
-    limits=httpx.Limits(max_connections=10, max_keepalive_connections=2),
-)
+@functools.cache
+def _client():
+    """One client per process: its connection pool and TLS context are reused. Made,
+    and httpx imported, at the first call to a provider: about 6 MB a worker that never
+    talks to one does not carry (httpx is imported in the functions that use it, against
+    the house rule of imports at the top, for that reason; docs/performance.md)."""
+    import httpx
+
+    return httpx.Client(
+        timeout=httpx.Timeout(TIMEOUT_SECONDS),
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx.Limits(max_connections=10, max_keepalive_connections=2),
+    )
 
 
 def check_url(config, url, what='The issuer'):
@@ -104,8 +111,10 @@ def request_json(config, method, url, data=None, auth=None):
     pinned = parts._replace(netloc=f'{literal}:{port}').geturl()
     headers = {'Host': parts.netloc.rpartition('@')[2], 'Accept': 'application/json'}
     body = bytearray()
+    import httpx  # imported at the first call: _client()
+
     try:
-        with _client.stream(
+        with _client().stream(
             method,
             pinned,
             data=data,

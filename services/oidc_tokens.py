@@ -12,13 +12,11 @@ provider on every request.
 Every refusal is an oidc_http.ProviderError whose ``reason`` the audit event carries.
 """
 
+import functools
 import time
+import types
 import warnings
 
-from joserfc import errors as jose_errors
-from joserfc import jwt
-from joserfc.jwk import KeySet
-from joserfc.jws import extract_compact
 import orjson
 from psycopg.types.json import Jsonb
 
@@ -39,6 +37,23 @@ ASYMMETRIC = {
     'EdDSA',
 }
 KEY_TYPES = {'RSA', 'EC', 'OKP'}
+
+
+@functools.cache
+def _jose():
+    """joserfc, imported at the first token to check: about 9 MB a worker that never
+    sees one does not carry (imported here, against the house rule of imports at the
+    top, for that reason; docs/performance.md)."""
+    from joserfc import errors
+    from joserfc import jwt
+    from joserfc.jwk import KeySet
+    from joserfc.jws import extract_compact
+
+    return types.SimpleNamespace(
+        errors=errors, jwt=jwt, KeySet=KeySet, extract_compact=extract_compact
+    )
+
+
 # SPEC 19: iat within 2 minutes of now (either way); exp with no leeway.
 IAT_SKEW_SECONDS = 120
 
@@ -46,21 +61,23 @@ IAT_SKEW_SECONDS = 120
 def peek(token):
     """(header, claims) of a compact JWS, unverified: to choose the provider and the
     key. Anything else is a ProviderError('malformed')."""
+    jose = _jose()
     try:
         if not isinstance(token, str) or len(token) > 16384:
             raise ValueError
-        signed = extract_compact(token.encode('ascii'))
+        signed = jose.extract_compact(token.encode('ascii'))
         payload = orjson.loads(signed.payload)
         if not isinstance(payload, dict):
             raise ValueError
         return signed.headers(), payload
-    except (ValueError, UnicodeError, orjson.JSONDecodeError, jose_errors.JoseError):
+    except (ValueError, UnicodeError, orjson.JSONDecodeError, jose.errors.JoseError):
         raise ProviderError('malformed', 'The token is not a signed JWT') from None
 
 
 def _key_set(jwks):
     """The usable keys of a JWKS document (asymmetric, importable); one bad entry is
     left out, not a failure of the rest."""
+    jose = _jose()
     keys = []
     for entry in (jwks or {}).get('keys') or ():
         if not isinstance(entry, dict) or entry.get('kty') not in KEY_TYPES:
@@ -68,10 +85,10 @@ def _key_set(jwks):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter('ignore')
-                keys.append(KeySet.import_key_set({'keys': [entry]}).keys[0])
+                keys.append(jose.KeySet.import_key_set({'keys': [entry]}).keys[0])
         except Exception:  # noqa: BLE001 (any malformed key: leave it out)
             continue
-    return KeySet(keys)
+    return jose.KeySet(keys)
 
 
 def _kids(jwks):
@@ -110,6 +127,7 @@ def verify(pool, queries, config, provider, token, claims):
     """The claims of ``token`` once its signature holds under the provider's keys and
     ``claims`` (joserfc ClaimsOption per name: essential, value, values) hold; iss and
     aud always, with exp when present and iat within IAT_SKEW_SECONDS."""
+    jose = _jose()
     header, _ = peek(token)
     allowed = ASYMMETRIC & set(
         provider['discovery'].get('id_token_signing_alg_values_supported') or ['RS256']
@@ -123,17 +141,17 @@ def verify(pool, queries, config, provider, token, claims):
     kid = header.get('kid') if isinstance(header.get('kid'), str) else None
     keys = keys_for(pool, queries, config, provider, kid)
     try:
-        decoded = jwt.decode(token, keys, algorithms=sorted(allowed))
-    except jose_errors.InvalidKeyIdError:
+        decoded = jose.jwt.decode(token, keys, algorithms=sorted(allowed))
+    except jose.errors.InvalidKeyIdError:
         raise ProviderError(
             'unknown_key', "No key of the provider has the token's kid"
         ) from None
-    except jose_errors.JoseError as refused:
+    except jose.errors.JoseError as refused:
         raise ProviderError(
             'bad_signature', f'The token does not verify ({refused.error})'
         ) from None
     now = int(time.time())
-    registry = jwt.JWTClaimsRegistry(
+    registry = jose.jwt.JWTClaimsRegistry(
         now=now,
         iss={'essential': True, 'value': provider['issuer']},
         aud={'essential': True, 'value': provider['client_id']},
@@ -142,9 +160,9 @@ def verify(pool, queries, config, provider, token, claims):
     )
     try:
         registry.validate(decoded.claims)
-    except jose_errors.ExpiredTokenError:
+    except jose.errors.ExpiredTokenError:
         raise ProviderError('expired', 'The token has expired') from None
-    except jose_errors.JoseError as refused:
+    except jose.errors.JoseError as refused:
         raise ProviderError(
             'bad_claims', f"The token's claims do not hold ({refused})"
         ) from None
