@@ -1061,6 +1061,39 @@ class AttackMachine(RuleBasedStateMachine):
         )
         TALLY[('erasure refused', answer.status, self.capability)] += 1
 
+    @precondition(lambda self: self.attacker.sessions)
+    @rule(pick=PICK)
+    def attacker_exports_the_owner(self, pick):
+        """With a session of one of the owner's users, the attacker asks for everything
+        stored about them (SPEC 20): the model allows it only to a session whose last
+        password or code check is recent (SPEC 3.4); a stale stolen session gets the
+        403 of reauthentication (or the 401 of a session the owner ended)."""
+        attacker = self.attacker
+        session = attacker.sessions[pick % len(attacker.sessions)]
+        if session['user_id'] not in self.owners():
+            return
+        rows = self.sql(
+            "SELECT t.authenticated_at > now() - interval '15 minutes'"
+            ' FROM user_tokens t WHERE t.user_id = %s AND t.client = %s',
+            session['user_id'],
+            session['headers']['client'],
+        )
+        recent = bool(rows and rows[0][0])
+        answer = self.with_session(
+            attacker, session, 'GET', '/api/v1/profile/export', None
+        )
+        if answer.status == 200:
+            assert recent, ('a stale stolen session exported the owner', answer.body)
+            TALLY[('export the model allows', self.capability)] += 1
+        else:
+            assert answer.status in (401, 403, 429), answer.body
+            if answer.status == 403:
+                assert answer.json['error_code'] in (
+                    'reauthentication_required',
+                    'mfa_enrollment_required',
+                ), answer.body
+            TALLY[('export refused', answer.status, self.capability)] += 1
+
     @invariant()
     def the_owners_users_exist(self):
         """No user the owner proved, or uses, is ever erased by the attacker (the
