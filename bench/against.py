@@ -69,6 +69,7 @@ def _turn(srv, args, name, runs):
     run = wrk(srv, args, name, args.users, args.duration)
     run['ratio'] = run['rps'] / baseline['rps']
     run['cpu_ratio'] = (run['app_us'] + run['pg_us']) / baseline['app_us']
+    run['pg_ratio'] = run['pg_us'] / baseline['app_us']
     runs += [baseline, run]
 
 
