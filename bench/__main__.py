@@ -146,7 +146,7 @@ def main():
         parser.error(f'--only takes {",".join(name for name, _, _ in ENDPOINTS)}')
     if args.rounds is None:
         # --budget: 5, for a steadier verdict near a line (PUT's single rounds spread
-        # ±12 % in one run, docs/performance.md, fourth pass).
+        # ±12 % in one run, docs/performance-log.md, fourth pass).
         args.rounds = 5 if args.budget else 3 if args.against else 1
     if args.large_users <= args.users:
         parser.error('--large-users must be more than --users')

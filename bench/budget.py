@@ -26,7 +26,7 @@ BUDGET = ROOT / 'bench' / 'budget.json'
 
 def budget_names(args):
     """The endpoints of bench/budget.json, or those of them ``--only`` names (to repeat
-    a run on a noisy host: docs/performance.md, sixth pass)."""
+    a run on a noisy host: docs/performance-log.md, sixth pass)."""
     names = list(json.loads(BUDGET.read_text())['endpoints'])
     return [name for name in names if not args.only or name in args.only.split(',')]
 

@@ -15,7 +15,7 @@ from PIL import PngImagePlugin
 
 import errors
 
-# Bounds on the work one upload may cost (measured: docs/performance.md, "Avatars").
+# Bounds on the work one upload may cost (measured: docs/performance-log.md, "Avatars").
 # A baseline JPEG is decoded at 1/2..1/8 scale (Image.draft), so its cost grows with
 # the file (about 13 ms a MiB, hence AVATAR_MAX_BYTES' 8 MiB), not the pixels: 16 MP
 # takes any phone or most camera photos (4032x3024 is 12.2 MP) and is the ceiling for
