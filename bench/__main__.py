@@ -27,6 +27,7 @@ from bench.endpoints import run_endpoints
 from bench.leak import run_leak
 from bench.pgbouncer import run_pgbouncer
 from bench.scale import run_scale
+from bench.workers import run_workers
 
 
 def main():
@@ -83,6 +84,14 @@ def main():
         help=(
             'GET and PUT profile direct and through PgBouncer '
             '(2 gunicorn instances each)'
+        ),
+    )
+    parser.add_argument(
+        '--worker-models',
+        action='store_true',
+        help=(
+            'GET and PUT profile under each gunicorn worker model of bench/workers.py,'
+            ' direct and behind nginx'
         ),
     )
     parser.add_argument(
@@ -179,6 +188,7 @@ def main():
         or args.leak
         or args.avatars
         or args.pgbouncer
+        or args.worker_models
         or args.budget
         or args.against
     ):
@@ -189,6 +199,8 @@ def main():
         lines += run_leak(args, password_hash) + ['']
     if args.pgbouncer:
         lines += run_pgbouncer(args, password_hash) + ['']
+    if args.worker_models:
+        lines += run_workers(args, password_hash) + ['']
     text = '\n'.join(lines)
     print('\n' + text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
