@@ -9,11 +9,6 @@ import secrets
 import string
 import zlib
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 # The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
 # on the successes of requests authenticated with them.
 TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
@@ -88,6 +83,14 @@ _NONCE_BYTES = 12
 
 @functools.lru_cache(maxsize=8)
 def _aead(secret_key, label):
+    # cryptography is imported at a worker's first sealed value (a two-factor sign-in
+    # or setup, single sign-on's state): about 7 MB a worker that serves only the hot
+    # paths does not carry (against the house rule of imports at the top, for that
+    # reason; docs/performance.md, "Worker memory").
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=label).derive(
         secret_key
     )
@@ -110,7 +113,10 @@ def unseal(secret_key, label, associated, stored):
     if stored[:1] != _SEAL_VERSION:
         return None
     nonce, sealed = stored[1 : 1 + _NONCE_BYTES], stored[1 + _NONCE_BYTES :]
+    aead = _aead(secret_key, label)
+    from cryptography.exceptions import InvalidTag  # loaded by _aead already
+
     try:
-        return _aead(secret_key, label).decrypt(nonce, sealed, associated).decode()
+        return aead.decrypt(nonce, sealed, associated).decode()
     except InvalidTag:
         return None

@@ -1,17 +1,15 @@
 """Avatar images (SPEC 8): identify by content, refuse bombs, re-encode, keep on
 disk."""
 
+import functools
 import io
 import logging
 import os
 import secrets
 import struct
 import tempfile
+import types
 import warnings
-
-from PIL import Image
-from PIL import ImageOps
-from PIL import PngImagePlugin
 
 import errors
 
@@ -53,18 +51,10 @@ MAX_SIDE = 512
 # default) cost 20 ms more on the worst accepted PNG, for a difference an avatar of
 # 512 px does not show.
 REDUCING_GAP = 1.0
-# Pillow warns above this many pixels and refuses above twice as many; prepare() turns
-# the warning into a refusal too, and checks the header's size itself before decoding.
-Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-# Compressed PNG text chunks (iTXt, zTXt, iCCP) are inflated while the header is read;
-# the default allows 64 MiB of them. The metadata is dropped anyway.
-PngImagePlugin.MAX_TEXT_MEMORY = 4 * 1024 * 1024
-# Only these decoders are tried. With an explicit list Pillow does not load its plugins
-# by itself, hence init().
+# Only these decoders are tried.
 _FORMATS = ('JPEG', 'PNG', 'GIF', 'WEBP')
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 _PNG_IMAGE_CHUNKS = (b'IDAT', b'fdAT', b'fcTL')
-Image.init()
 # Pillow's format -> what we save it as. MPO is how Pillow names many phones' JPEGs.
 _SAVE_AS = {'JPEG': 'JPEG', 'MPO': 'JPEG', 'PNG': 'PNG', 'GIF': 'GIF', 'WEBP': 'WEBP'}
 _EXTENSIONS = {'JPEG': 'jpg', 'PNG': 'png', 'GIF': 'gif', 'WEBP': 'webp'}
@@ -91,6 +81,27 @@ class _TooBig(Exception):
     pass
 
 
+@functools.cache
+def _pillow():
+    """Pillow, imported and bounded at a worker's first upload: about 3 MB a worker
+    that never decodes an avatar does not carry (imported here, against the house rule
+    of imports at the top, for that reason; docs/performance.md, "Worker memory")."""
+    from PIL import Image
+    from PIL import ImageOps
+    from PIL import PngImagePlugin
+
+    # Pillow warns above this many pixels and refuses above twice as many; prepare()
+    # turns the warning into a refusal too, and checks the header's size itself before
+    # decoding.
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    # Compressed PNG text chunks (iTXt, zTXt, iCCP) are inflated while the header is
+    # read; the default allows 64 MiB of them. The metadata is dropped anyway.
+    PngImagePlugin.MAX_TEXT_MEMORY = 4 * 1024 * 1024
+    # With an explicit list of formats Pillow does not load its plugins by itself.
+    Image.init()
+    return types.SimpleNamespace(Image=Image, ImageOps=ImageOps)
+
+
 def read_upload(stream, max_bytes):
     """Read an uploaded file, refusing it as soon as it passes ``max_bytes``."""
     data = stream.read(max_bytes + 1)
@@ -105,6 +116,7 @@ def prepare(data):
     The output is a new encoding of the first frame, scaled to fit MAX_SIDE, with no
     metadata at all (EXIF, GPS, comments, colour profiles).
     """
+    Image = _pillow().Image
     with warnings.catch_warnings():
         warnings.simplefilter('error', Image.DecompressionBombWarning)
         try:
@@ -183,6 +195,7 @@ def _decode_work(image):
 
 def _reencode(image, fmt):
     """Shrink first, then orient and convert the small image: no full-size copies."""
+    pillow = _pillow()
     image.seek(0)
     transparent = (
         image.mode in ('RGBA', 'LA', 'PA', 'RGBa', 'La') or 'transparency' in image.info
@@ -192,17 +205,19 @@ def _reencode(image, fmt):
         # resize() of these modes is nearest-neighbour only: take it down to twice the
         # box that way (1 byte a pixel), convert, and let LANCZOS do the last step.
         image.thumbnail(
-            (2 * MAX_SIDE, 2 * MAX_SIDE), Image.Resampling.NEAREST, reducing_gap=None
+            (2 * MAX_SIDE, 2 * MAX_SIDE),
+            pillow.Image.Resampling.NEAREST,
+            reducing_gap=None,
         )
         image = image.convert(target)
     elif fmt == 'JPEG':
         # libjpeg decodes at 1/2..1/8 scale, to no less than the box.
         image.draft('RGB', (MAX_SIDE, MAX_SIDE))
     image.thumbnail(
-        (MAX_SIDE, MAX_SIDE), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP
+        (MAX_SIDE, MAX_SIDE), pillow.Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP
     )
     # Apply the EXIF orientation while it is still known; the EXIF itself is dropped.
-    ImageOps.exif_transpose(image, in_place=True)
+    pillow.ImageOps.exif_transpose(image, in_place=True)
     if image.mode != target:
         image = image.convert(target)
     image.info = {}

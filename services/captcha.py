@@ -3,7 +3,6 @@
 import json
 import logging
 import urllib.parse
-import urllib.request
 
 import errors
 
@@ -24,14 +23,18 @@ def verify(config, response, remote_ip=None):
     form = {'secret': config.hcaptcha_secret, 'response': response}
     if remote_ip:
         form['remoteip'] = remote_ip
-    request = urllib.request.Request(
+    # Imported at first use (docs/performance.md, "Worker memory").
+    from urllib.request import Request
+    from urllib.request import urlopen
+
+    request = Request(
         config.hcaptcha_verify_url,
         data=urllib.parse.urlencode(form).encode('ascii'),
         headers={'Content-Type': 'application/x-www-form-urlencoded'},
         method='POST',
     )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=TIMEOUT_SECONDS) as answer:
             success = json.loads(answer.read(65536)).get('success') is True
     except Exception as ex:  # noqa: BLE001 - every failure to verify is a refusal
         log.warning('captcha verifier failed: %s', type(ex).__name__)

@@ -2,8 +2,6 @@
 
 import functools
 
-import ua_parser
-
 from services import audit
 
 FIELDS = ('browser_name', 'browser_version', 'platform_name', 'device_name')
@@ -17,6 +15,12 @@ def device(user_agent):
     uap-core's rules (ua-parser) read the string; 'Other' is its word for "unknown",
     given here as None. client_name is what a person would call it ("Firefox on Linux").
     """
+    # Imported at a worker's first User-Agent to read (a sign-in, a session list): the
+    # rules and their YAML loader are about 1.5 MB a worker that only serves the hot
+    # paths does not carry (against the house rule of imports at the top, for that
+    # reason; docs/performance.md, "Worker memory"). Python caches the module.
+    import ua_parser
+
     result = ua_parser.parse(user_agent or '')
     browser = _known(result.user_agent and result.user_agent.family)
     version = _version(result.user_agent)

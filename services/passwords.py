@@ -1,11 +1,12 @@
 """Passwords: bcrypt, and the rules of SPEC 15 beyond the length the schemas check."""
 
+import ast
 import functools
 import hashlib
 import importlib.util
 import logging
 import pathlib
-import urllib.request
+import re
 
 import bcrypt
 
@@ -49,22 +50,38 @@ def common_passwords():
     """The 30,000 most common passwords of zxcvbn's frequency lists, lower-cased.
 
     From the installed package, not a copy in this repository: the list is maintained
-    there (it is what zxcvbn itself ranks passwords against), and loaded once per
+    there (it is what zxcvbn itself ranks passwords against), and read once per
     process.
 
-    NOTE: its module is run on its own, not imported: importing anything of zxcvbn runs
-    the package's ``__init__``, whose matcher ranks every list (English words, names,
-    TV and film words) into dictionaries it keeps for the life of the process, which
-    made each gunicorn worker 10.7 MB larger (bench/run --leak, docs/performance.md).
-    Run this way, the other lists are garbage once the set below is built.
+    NOTE: read as text, neither imported nor run: importing anything of zxcvbn runs the
+    package's ``__init__``, whose matcher ranks every list (English words, names, TV
+    and film words) into dictionaries kept for the life of the process (10.7 MB a
+    worker), and even running the lists' module alone leaves its garbage in the
+    worker's heap (docs/performance.md, "Worker memory"). The module is generated:
+    each list is one comma-separated string literal.
     """
     location = importlib.util.find_spec('zxcvbn').submodule_search_locations[0]
-    spec = importlib.util.spec_from_file_location(
-        'frontdesk_zxcvbn_lists', pathlib.Path(location, 'frequency_lists.py')
-    )
-    lists = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lists)
-    return frozenset(word.lower() for word in lists.FREQUENCY_LISTS['passwords'])
+    text = pathlib.Path(location, 'frequency_lists.py').read_text(encoding='utf-8')
+    literal = re.search(r'^\s*"passwords": ("(?:[^"\\]|\\.)*")', text, re.MULTILINE)
+    return WordList(ast.literal_eval(literal[1]).lower().split(','))
+
+
+class WordList:
+    """Words kept as one string, ``,w1,w2,...,``: 0.3 MB where a frozenset of these
+    30,000 took 3.6 MB of every worker. A lookup scans the string, tens of
+    microseconds, made only beside a bcrypt run of a quarter of a second."""
+
+    __slots__ = ('_count', '_text')
+
+    def __init__(self, words):
+        self._text = ',' + ','.join(words) + ','
+        self._count = len(words)
+
+    def __contains__(self, word):
+        return ',' not in word and f',{word},' in self._text
+
+    def __len__(self):
+        return self._count
 
 
 def _personal_parts(email, name):
@@ -116,12 +133,16 @@ def breached(password, range_url):
     """
     digest = hashlib.sha1(password.encode('utf-8')).hexdigest().upper()
     prefix, suffix = digest[:5], digest[5:]
-    request = urllib.request.Request(
+    # Imported at first use (docs/performance.md, "Worker memory").
+    from urllib.request import Request
+    from urllib.request import urlopen
+
+    request = Request(
         f'{range_url.rstrip("/")}/{prefix}',
         headers={'Add-Padding': 'true', 'User-Agent': 'frontdesk'},
     )
     try:
-        with urllib.request.urlopen(request, timeout=HIBP_TIMEOUT_SECONDS) as answer:
+        with urlopen(request, timeout=HIBP_TIMEOUT_SECONDS) as answer:
             body = answer.read(4 * 1024 * 1024).decode('ascii', 'replace')
     except Exception as ex:  # noqa: BLE001 - any failure means "cannot say"
         log.warning('breached password check failed open: %s', type(ex).__name__)
