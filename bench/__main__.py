@@ -27,6 +27,7 @@ from bench.endpoints import run_endpoints
 from bench.leak import run_leak
 from bench.pgbouncer import run_pgbouncer
 from bench.scale import run_scale
+from bench.tail import run_write_tail
 from bench.workers import run_workers
 
 
@@ -84,6 +85,14 @@ def main():
         help=(
             'GET and PUT profile direct and through PgBouncer '
             '(2 gunicorn instances each)'
+        ),
+    )
+    parser.add_argument(
+        '--write-tail',
+        action='store_true',
+        help=(
+            "PUT profile in chunks with PostgreSQL's WAL, checkpoint, vacuum and wait"
+            ' counters for each'
         ),
     )
     parser.add_argument(
@@ -189,6 +198,7 @@ def main():
         or args.avatars
         or args.pgbouncer
         or args.worker_models
+        or args.write_tail
         or args.budget
         or args.against
     ):
@@ -201,6 +211,8 @@ def main():
         lines += run_pgbouncer(args, password_hash) + ['']
     if args.worker_models:
         lines += run_workers(args, password_hash) + ['']
+    if args.write_tail:
+        lines += run_write_tail(args, password_hash) + ['']
     text = '\n'.join(lines)
     print('\n' + text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
