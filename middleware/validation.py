@@ -55,12 +55,12 @@ class JSONSchemaValidation:
         name = getattr(resource, 'schemas', {}).get(req.method)
         if name is None:
             return
-        read_multipart = getattr(resource, 'multipart', {}).get(req.method)
-        if read_multipart is not None and is_multipart(req):
+        readers = getattr(resource, 'multipart', ())
+        if req.method in readers and is_multipart(req):
             limit = self._multipart_limit
             if req.content_length and req.content_length > limit:
                 raise too_large(limit)
-            doc = read_multipart(req, self._avatar_max_bytes)
+            doc = readers[req.method](req, self._avatar_max_bytes)
         else:
             if req.content_length and req.content_length > JSON_BODY_LIMIT:
                 raise too_large(JSON_BODY_LIMIT)
