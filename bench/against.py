@@ -5,8 +5,8 @@ A --budget run moves by a few per cent with the machine's other load, which hide
 cost of one change. Here two gunicorn servers, this checkout's and REV's, run on one
 seeded database and take turns: each round runs /healthz then the endpoint on one, then
 on the other, the order swapped every round. Both see the same machine, so a change of a
-few per cent shows (issue 19: GET /api/v1/profile's three rounds stayed within 2% of
-each other). REV is checked out in a temporary git worktree and run with this
+few per cent shows (GET /api/v1/profile's three rounds have stayed within 2% of each
+other). REV is checked out in a temporary git worktree and run with this
 checkout's .venv; the two must have the same migrations, since the database is
 migrated once. Exits 1 when an endpoint costs more than LIMIT more CPU per request
 (gunicorn and PostgreSQL, medians of the rounds) than in REV.

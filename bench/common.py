@@ -273,7 +273,8 @@ def server(url, args, extra_env=None, name='', root=ROOT):
         **os.environ,
         'DATABASE_URL': url,
         'RATE_LIMITS': 'off',
-        # Every feature on (issue 19): sessions with an idle timeout, MFA possible.
+        # Every feature that adds work to a request on, so that the numbers are those of
+        # the costliest configuration: sessions with an idle timeout, MFA possible.
         'SESSION_IDLE_TIMEOUT_MINUTES': '60',
         'SECRET_KEY': 'YmVuY2ggc2VjcmV0IGtleSwgMzIgYnl0ZXMgbG9uZyE=',
         'BCRYPT_ROUNDS': str(args.bcrypt_rounds),

@@ -1,4 +1,4 @@
-"""--pgbouncer: GET and PUT profile direct and through PgBouncer (issue 14)."""
+"""--pgbouncer: GET and PUT profile direct and through PgBouncer."""
 
 import collections
 import contextlib

@@ -13,6 +13,9 @@ dotted path into it for a field of the parsed body, ``!`` in front for what must
 be set: ``('user', 10, 3600, 'avatar')`` counts avatar uploads only, and sign-in counts
 its password step (``'!doc.mfa_token'``) apart from its code step (``'doc.mfa_token'``).
 Such a rule has one bucket per route whatever the method (PUT and PATCH alike).
+A resource that wants a refusal recorded declares a hook (docs/architecture.md),
+``when_rate_limited = {'POST': record_refusal}``, called as
+``record_refusal(pool, queries, req)`` before the 429 (sign-in: an audit event).
 Fixed windows: simple, one statement per request, and at worst twice the limit across a
 window boundary.
 """
@@ -25,6 +28,7 @@ import tokens
 class RateLimit:
     def __init__(self, pool, queries):
         self._pool = pool
+        self._queries = queries
         self._hit_sql = queries['rate_limits.hit']
 
     def process_resource(self, req, resp, resource, params):
@@ -57,9 +61,9 @@ class RateLimit:
             row['retry_after'] for row in rows if row['hits'] > limits[row['bucket']]
         ]
         if over:
-            # A resource may want the refusal recorded (sign-in: an audit event).
-            if hasattr(resource, 'on_rate_limited'):
-                resource.on_rate_limited(req)
+            refused = getattr(resource, 'when_rate_limited', {}).get(req.method)
+            if refused is not None:
+                refused(self._pool, self._queries, req)
             raise errors.TooManyRequests(max(1, max(over)))
 
     @staticmethod

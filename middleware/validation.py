@@ -33,15 +33,17 @@ class JSONSchemaValidation:
 
     A resource declares ``schemas = {'POST': 'account_create'}``, and for query
     parameters ``query = {'GET': 'audit_events_query'}`` (cast as form bodies are, left
-    in ``req.context.query``). The parsed body is left in ``req.context.doc``. Methods
-    listed in ``resource.multipart`` also take multipart/form-data, parsed by
-    ``resource.parse_multipart(req)`` into the same document shape. Methods in
-    ``resource.deferred_validation`` are parsed here but validated by the responder,
+    in ``req.context.query``). The parsed body is left in ``req.context.doc``. A
+    method that also takes multipart/form-data names its reader, a hook
+    (docs/architecture.md): ``multipart = {'PUT': read_multipart}``, called as
+    ``read_multipart(req, avatar_max_bytes)``, returns the same document shape. Methods
+    in ``resource.deferred_validation`` are parsed here but validated by the responder,
     where the contract orders other checks first (sign-up).
     """
 
     def __init__(self, validators, avatar_max_bytes):
         self._validators = validators
+        self._avatar_max_bytes = avatar_max_bytes
         self._multipart_limit = avatar_max_bytes + MULTIPART_OVERHEAD
 
     def process_resource(self, req, resp, resource, params):
@@ -53,12 +55,12 @@ class JSONSchemaValidation:
         name = getattr(resource, 'schemas', {}).get(req.method)
         if name is None:
             return
-        multipart = req.method in getattr(resource, 'multipart', ())
-        if multipart and is_multipart(req):
+        readers = getattr(resource, 'multipart', ())
+        if req.method in readers and is_multipart(req):
             limit = self._multipart_limit
             if req.content_length and req.content_length > limit:
                 raise too_large(limit)
-            doc = resource.parse_multipart(req, limit)
+            doc = readers[req.method](req, self._avatar_max_bytes)
         else:
             if req.content_length and req.content_length > JSON_BODY_LIMIT:
                 raise too_large(JSON_BODY_LIMIT)

@@ -37,6 +37,28 @@ AVATAR_UPLOADS = ('user', 10, 60 * 60, 'avatar')
 EXPORTS = ('user', 5, 60 * 60)
 
 
+def read_multipart(req, avatar_max_bytes):
+    """The hook of ``Profile.multipart``: ``profile[...]`` parts into the JSON shape;
+    the avatar goes to req.context."""
+    if req.content_length is None:
+        raise errors.BadRequest('A multipart body needs a Content-Length header')
+    profile, upload = {}, None
+    for part in req.get_media():
+        match = _FIELD_NAME.fullmatch(_part_name(part))
+        key = match.group(1) if match else None
+        if key == 'avatar':
+            data = avatars.read_upload(part.stream, avatar_max_bytes)
+            # An empty part without a file name is a browser's "no file chosen"; an
+            # empty file is a file that is not an image (SPEC 8).
+            upload = data if data or part.filename else None
+        elif key == 'ui_settings':
+            profile[key] = _JSON.deserialize(io.BytesIO(part.get_data()), None, None)
+        elif key in _TEXT_FIELDS:
+            profile[key] = _text(key, part.get_data())
+    req.context.avatar = upload
+    return {'profile': profile}
+
+
 class Profile:
     # DELETE (erasing yourself) is for a signed-in session only: api_access_token and
     # personal access tokens get the 403 of SPEC 3.4 (no scope opens it).
@@ -72,7 +94,8 @@ class Profile:
         'PATCH': 'profile_update',
         'DELETE': 'profile_delete',
     }
-    multipart = {'PUT', 'PATCH'}
+    # Hook: JSONSchemaValidation reads a multipart/form-data body with it.
+    multipart = {'PUT': read_multipart, 'PATCH': read_multipart}
     rate_limits = {'PUT': (AVATAR_UPLOADS,), 'PATCH': (AVATAR_UPLOADS,)}
     # SPEC 5.4 checks the current password before the password rules.
     deferred_validation = {'PUT', 'PATCH'}
@@ -145,29 +168,6 @@ class Profile:
                 req.context.facts,
             )
         resp.media = {}
-
-    def parse_multipart(self, req, limit):
-        """Read ``profile[...]`` parts into the JSON shape; the avatar goes to
-        req.context."""
-        if req.content_length is None:
-            raise errors.BadRequest('A multipart body needs a Content-Length header')
-        profile, upload = {}, None
-        for part in req.get_media():
-            match = _FIELD_NAME.fullmatch(_part_name(part))
-            key = match.group(1) if match else None
-            if key == 'avatar':
-                data = avatars.read_upload(part.stream, self._config.avatar_max_bytes)
-                # An empty part without a file name is a browser's "no file chosen";
-                # an empty file is a file that is not an image (SPEC 8).
-                upload = data if data or part.filename else None
-            elif key == 'ui_settings':
-                profile[key] = _JSON.deserialize(
-                    io.BytesIO(part.get_data()), None, None
-                )
-            elif key in _TEXT_FIELDS:
-                profile[key] = _text(key, part.get_data())
-        req.context.avatar = upload
-        return {'profile': profile}
 
 
 def _part_name(part):

@@ -19,6 +19,16 @@ INVALID_TOKEN = {'success': False, 'errors': ['Invalid login credentials']}
 CANNOT_REVOKE_CURRENT = {'error': 'You cannot revoke the current session.'}
 
 
+def record_refusal(pool, queries, req):
+    """The hook of ``SignIn.when_rate_limited``: a refused sign-in is a failed one
+    (SPEC 14)."""
+    doc = req.context.get('doc')
+    email = doc.get('email') if isinstance(doc, dict) else None
+    sign_in.record_failure(
+        pool, queries, addresses.normalise(email), 'rate_limited', req.context.facts
+    )
+
+
 class SignIn:
     """Sign in with e-mail and password; for an MFA user, then with a code
     (SPEC 3.1, 12)."""
@@ -48,6 +58,8 @@ class SignIn:
             ('mfa_token', 10, 60),
         )
     }
+    # Hook: RateLimit calls it before the 429.
+    when_rate_limited = {'POST': record_refusal}
 
     def __init__(self, pool, queries, config):
         self._pool = pool
@@ -91,18 +103,6 @@ class SignIn:
             self._pool, self._queries, self._config, doc, req.context.facts
         )
         send_outcome(resp, outcome)
-
-    def on_rate_limited(self, req):
-        """Called by RateLimit: a refused sign-in is a failed one (SPEC 14)."""
-        doc = req.context.get('doc')
-        email = doc.get('email') if isinstance(doc, dict) else None
-        sign_in.record_failure(
-            self._pool,
-            self._queries,
-            addresses.normalise(email),
-            'rate_limited',
-            req.context.facts,
-        )
 
 
 class SignOut:

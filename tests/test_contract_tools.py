@@ -1,4 +1,4 @@
-"""The contract in the tools client teams reach for first (issue 20).
+"""The contract in the tools client teams reach for first.
 
 Each tool runs as a client team would run it, on what the service publishes: the
 document real gunicorn serves at /api/v1/openapi.json, and the files of schemas/.

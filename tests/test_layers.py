@@ -1,59 +1,42 @@
-"""Imports point down (issue 17), and every named query the code asks for exists.
+"""The code keeps to architecture.py, and docs/architecture.md shows it; every named
+query the code asks for exists.
 
 A module imports modules of its own layer or of the layers below it, minus SIDEWAYS
 (services never import middleware...); the parts of services/ keep to
-services.IMPORTS_REFUSED. Imports are read from the source (db.source_files: not
-tests/, bench/ or scripts/), those inside functions included. Query names are read
+SERVICE_IMPORTS_REFUSED. Imports are read from the source (db.source_files: not
+tests/, bench/ or scripts/), those inside functions included. What middleware and
+apidoc read off a resource is a RESOURCE_DECLARATIONS name, so a callback from
+middleware into resources, which no import shows, is declared too. Query names are read
 the same way (db.query_lookups), and create_app() checks them too.
 """
 
 import ast
 
+import falcon
 import pytest
 
 import app as app_module
+import architecture
 import db
-import services
+from validators import load_validators
 
-# Highest first: each layer's top-level modules and packages.
-LAYERS = (
-    ('the face', ('app', 'gunicorn.conf', 'manage', 'devdb', 'schema_dump')),
-    ('resources and the docs builder', ('resources', 'apidoc')),
-    ('middleware and services', ('middleware', 'services')),
-    (
-        'the base',
-        (
-            'db',
-            'config',
-            'errors',
-            'tokens',
-            'logs',
-            'validators',
-            'bodies',
-            'forms',
-            'userdoc',
-        ),
-    ),
-)
 RANK = {
-    name: len(LAYERS) - index
-    for index, (_, names) in enumerate(LAYERS)
+    name: len(architecture.LAYERS) - index
+    for index, (_, names, _) in enumerate(architecture.LAYERS)
     for name in names
 }
-LAYER_NAME = {name: layer for layer, names in LAYERS for name in names}
-# Within a layer, or a layer down, what never imports what: services and resources meet
-# middleware only through req.context; resources/openapi.py serves what apidoc.py
-# builds, not the other way round.
-SIDEWAYS = {
-    'services': ('middleware',),
-    'resources': ('middleware',),
-    'apidoc': ('resources',),
-}
+LAYER_NAME = {name: layer for layer, names, _ in architecture.LAYERS for name in names}
 PART = {
     f'services.{module}': part
-    for part, modules in services.PARTS.items()
+    for part, (modules, _) in architecture.SERVICE_PARTS.items()
     for module in modules
 }
+SIDEWAYS = {module: never for module, (never, _) in architecture.SIDEWAYS.items()}
+REFUSED_PARTS = {
+    part: never for part, (never, _) in architecture.SERVICE_IMPORTS_REFUSED.items()
+}
+# The responders falcon calls are its own protocol, not a declaration.
+RESPONDERS = {f'on_{method.lower()}' for method in falcon.COMBINED_METHODS}
 
 
 def module_name(path, root):
@@ -115,11 +98,11 @@ def violations(root=db.ROOT):
         if top(module) not in RANK:
             found.append(
                 f'{where}: in no layer (add {top(module)!r} to LAYERS in '
-                'tests/test_layers.py)'
+                'architecture.py)'
             )
             continue
         if module.startswith('services.') and module not in PART:
-            found.append(f'{where}: in no part of services.PARTS')
+            found.append(f'{where}: in no part of SERVICE_PARTS')
         for line, target in imported_modules(path, module, files):
             if top(target) not in RANK or target == module:
                 continue
@@ -128,9 +111,38 @@ def violations(root=db.ROOT):
                 found.append(f'{what}, of a higher layer ({LAYER_NAME[top(target)]})')
             elif top(target) in SIDEWAYS.get(top(module), ()):
                 found.append(f'{what}: {top(module)} never imports {top(target)}')
-            elif PART.get(target) in services.IMPORTS_REFUSED.get(PART.get(module), ()):
+            elif PART.get(target) in REFUSED_PARTS.get(PART.get(module), ()):
                 found.append(f'{what}: {PART[module]} never imports {PART[target]}')
     return found
+
+
+def resource_reads(root=db.ROOT):
+    """{name: [where]}: what the code reads off a resource, as ``resource.name``,
+    ``getattr(resource, 'name', ...)`` or ``hasattr`` (falcon's process_resource, apidoc
+    and app.py all call it ``resource``)."""
+    found = {}
+    for path in db.source_files(root):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = None
+            if isinstance(node, ast.Attribute) and _is_resource(node.value):
+                name = node.attr
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ('getattr', 'hasattr')
+                and len(node.args) > 1
+                and _is_resource(node.args[0])
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                name = node.args[1].value
+            if name is not None and name not in RESPONDERS:
+                where = f'{path.relative_to(root)}:{node.lineno}'
+                found.setdefault(name, []).append(where)
+    return found
+
+
+def _is_resource(node):
+    return isinstance(node, ast.Name) and node.id == 'resource'
 
 
 def test_imports_point_down():
@@ -138,7 +150,11 @@ def test_imports_point_down():
 
 
 def test_every_service_module_is_in_one_part():
-    modules = [module for part in services.PARTS.values() for module in part]
+    modules = [
+        module
+        for modules, _ in architecture.SERVICE_PARTS.values()
+        for module in modules
+    ]
     assert len(modules) == len(set(modules))
     assert {f'services.{module}' for module in modules} == {
         module_name(path, db.ROOT)
@@ -169,8 +185,56 @@ def test_a_wrong_way_import_is_named(tmp_path):
         'services never imports middleware',
         'services/sessions.py:2 imports services.profiles: '
         'credentials never imports accounts',
-        'services/stray.py: in no part of services.PARTS',
+        'services/stray.py: in no part of SERVICE_PARTS',
     ]
+
+
+def test_what_middleware_reads_off_a_resource_is_declared():
+    reads = resource_reads()
+    assert [
+        f'{where[0]}: {name} is in no RESOURCE_DECLARATIONS of architecture.py'
+        for name, where in sorted(reads.items())
+        if name not in architecture.RESOURCE_DECLARATIONS
+    ] == []
+    assert sorted(set(architecture.RESOURCE_DECLARATIONS) - set(reads)) == []
+
+
+def test_a_callback_into_a_resource_is_seen(tmp_path):
+    (tmp_path / 'middleware').mkdir()
+    (tmp_path / 'middleware' / 'limits.py').write_text(
+        'def process_resource(req, resp, resource, params):\n'
+        "    if hasattr(resource, 'on_refused'):\n"
+        '        resource.on_refused(req)\n'
+        "    return getattr(resource, 'access', {}), resource.on_get\n"
+    )
+    assert resource_reads(tmp_path) == {
+        'on_refused': ['middleware/limits.py:2', 'middleware/limits.py:3'],
+        'access': ['middleware/limits.py:4'],
+    }
+
+
+def test_a_hook_is_a_function_per_method_the_resource_serves(config, queries):
+    hooks = [
+        name
+        for name, (kind, _) in architecture.RESOURCE_DECLARATIONS.items()
+        if kind == 'hook'
+    ]
+    declared = [
+        (resource, name, method, hook)
+        for _, resource in app_module.routes(None, queries, config, load_validators())
+        for name in hooks
+        for method, hook in getattr(resource, name, {}).items()
+    ]
+    assert {name for _, name, _, _ in declared} == set(hooks)
+    for resource, name, method, hook in declared:
+        assert callable(hook) and method in resource.access, (resource, name, method)
+
+
+def test_docs_architecture_shows_the_declaration():
+    """Its tables are architecture.render()'s: after a change to architecture.py,
+    ``.venv/bin/python architecture.py`` rewrites them."""
+    text = architecture.DOC.read_text()
+    assert architecture.generated(text) == architecture.render()
 
 
 def test_every_named_query_the_code_asks_for_exists(queries):
