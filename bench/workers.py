@@ -26,14 +26,22 @@ from bench.common import wrk
 # own, so the pool may grow to the thread count).
 CANDIDATES = {
     'sync, 3 workers': {'WEB_CONCURRENCY': '3'},
-    'sync, 5 workers': {'WEB_CONCURRENCY': '5'},
-    'gthread, 3 workers x 4 threads': {
+    # Connection: close after each response, as sync: connections spread over the
+    # workers as they accept, and a thread waiting on the commit's flush leaves the
+    # others of its worker to run.
+    'gthread, 3 workers x 2 threads, no keep-alive': {
         'WEB_CONCURRENCY': '3',
-        'GUNICORN_CMD_ARGS': '--worker-class gthread --threads 4',
+        'GUNICORN_CMD_ARGS': '--worker-class gthread --threads 2 --keep-alive 0',
+        'DB_POOL_MAX_SIZE': '2',
+    },
+    'gthread, 3 workers x 4 threads, no keep-alive': {
+        'WEB_CONCURRENCY': '3',
+        'GUNICORN_CMD_ARGS': '--worker-class gthread --threads 4 --keep-alive 0',
         'DB_POOL_MAX_SIZE': '4',
     },
-    'gthread, 2 workers x 4 threads': {
-        'WEB_CONCURRENCY': '2',
+    # Keep-alive: a connection stays with the worker that accepted it.
+    'gthread, 3 workers x 4 threads': {
+        'WEB_CONCURRENCY': '3',
         'GUNICORN_CMD_ARGS': '--worker-class gthread --threads 4',
         'DB_POOL_MAX_SIZE': '4',
     },
