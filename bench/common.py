@@ -553,6 +553,13 @@ def rss_line(sizes):
     return ', '.join(f'{mb:.1f}' for _, mb in sorted(sizes.items())) + ' MB'
 
 
+def _cpu_model():
+    for line in pathlib.Path('/proc/cpuinfo').read_text().splitlines():
+        if line.startswith('model name'):
+            return line.partition(':')[2].strip()
+    return 'unknown CPU'
+
+
 def header(args, title):
     now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     head = subprocess.run(
@@ -561,12 +568,18 @@ def header(args, title):
         capture_output=True,
         text=True,
     )
+    busy = (
+        ', and one kept busy by another process'
+        if getattr(args, 'busy_core', False)
+        else ''
+    )
     return [
         f'## {title}',
         '',
         f'{now}, HEAD {head.stdout.strip() or "?"} (plus any uncommitted changes); '
         f'wrk -t{args.threads} -c{args.connections} -d{args.duration} --latency, '
         f'{args.rounds} round(s); bcrypt cost {args.bcrypt_rounds}; '
-        f'{os.cpu_count()} CPUs shared by wrk, gunicorn and PostgreSQL.',
+        f'{os.cpu_count()} CPUs ({_cpu_model()}) shared by wrk, gunicorn and '
+        f'PostgreSQL{busy}; load average {os.getloadavg()[0]:.2f} at the start.',
         '',
     ]
