@@ -51,6 +51,7 @@ import orjson
 
 import db
 import errors
+from services import addresses
 from services import audit
 from services import sessions
 import tokens
@@ -337,7 +338,7 @@ class TokenAuth:
             )
             uid_ok = hmac.compare_digest(
                 doc['email'].encode(),
-                uid.strip().lower().encode('utf-8', 'surrogatepass'),
+                addresses.normalise(uid).encode('utf-8', 'surrogatepass'),
             )
             if not (client_ok and uid_ok):
                 return None

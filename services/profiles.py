@@ -7,6 +7,7 @@ import orjson
 
 import db
 import errors
+from services import addresses
 from services import audit
 from services import avatars
 from services import guessing
@@ -282,7 +283,7 @@ def _changes_password(profile):
 
 def _normalised_email(profile):
     email = profile.get('email')
-    return email.strip().lower() if isinstance(email, str) else None
+    return addresses.normalise(email) if isinstance(email, str) else None
 
 
 def _check(config, validator, doc, profile, user, checks):
