@@ -98,8 +98,8 @@ class borrow:  # noqa: N801 - used as a context manager, like pool.connection()
     commits: with autocommit connections there is nothing to commit, yet it runs
     psycopg's locking and wait machinery on each request, and its generator-based
     context manager costs a frame more; in a worker, where each request finds the CPU
-    caches cold, that was 16 µs of CPU per GET /api/v1/profile (issue 19,
-    docs/performance.md). What it leaves out is not needed here: a transaction
+    caches cold, that was 16 µs of CPU per GET /api/v1/profile (docs/performance.md,
+    read path). What it leaves out is not needed here: a transaction
     (``conn.transaction()``) commits or rolls back itself, and ``putconn`` rolls back or
     replaces a connection returned in any other state.
     """
@@ -308,8 +308,9 @@ def recorded_migrations(conn):
     """``{version: (applied_at, checksum or None)}`` of schema_migrations, empty before
     the first run.
 
-    to_jsonb reads the checksum whether or not a database migrated before issue 17 has
-    the column yet, so ``manage.py migrate --status`` never has to change anything.
+    to_jsonb reads the checksum whether or not a database migrated before checksums
+    were kept has the column yet, so ``manage.py migrate --status`` never has to change
+    anything.
     """
     if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
         return {}
@@ -455,7 +456,7 @@ def _check_applied(conn, directory):
         ' applied_at timestamptz NOT NULL DEFAULT now(),'
         ' checksum text)'
     )
-    # Databases migrated before issue 17 have no checksums; see docs/operations.md.
+    # Databases migrated before checksums were kept have none; see docs/operations.md.
     conn.execute('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text')
     recorded = recorded_migrations(conn)
     states = migration_states(recorded, directory)

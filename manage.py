@@ -34,7 +34,7 @@ from validators import load_validators
 
 
 def cmd_migrate(config, args):
-    # issue 14: migrations hold a session-level advisory lock, so they go direct to
+    # Migrations hold a session-level advisory lock, so they go direct to
     # PostgreSQL (MIGRATE_DATABASE_URL) when DATABASE_URL is a transaction-mode pooler.
     url = config.migrate_database_url or config.database_url
     if args.status:
