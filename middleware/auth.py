@@ -46,6 +46,7 @@ credential (SPEC 12): the one place that rule lives is RequireAccess below.
 import hmac
 import logging
 import re
+from typing import NamedTuple
 
 import orjson
 
@@ -82,6 +83,33 @@ _CARRIES_CREDENTIAL = re.compile(rb'"(?:access_token|pubsub_token)"\s*:\s*"')
 
 
 _EMPTY = frozenset()
+
+
+# The rows of the look-ups below (sql/queries/auth.sql), as db.Lookup reads them: times
+# in seconds since the epoch; the stored document as sent, for orjson; the client as
+# bytes, for the constant-time comparison with the header.
+class TokenRow(NamedTuple):
+    id: int
+    client: bytes
+    expires_at: float
+    idle_for: float
+    used: bool
+    now: float
+    doc: bytes
+
+
+class AccessTokenRow(NamedTuple):
+    now: float
+    doc: bytes
+
+
+class PersonalTokenRow(NamedTuple):
+    id: int
+    scopes: list
+    account_ids: list | None
+    stale: bool
+    now: float
+    doc: bytes
 
 
 class Caller:
@@ -139,7 +167,7 @@ class Caller:
         )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text
-        # (raw token, client, expires_at) when authenticated with the token headers.
+        # The tokens.Session of the token headers it authenticated with, if it did.
         self.token = token
         self.session_id = session_id
         # A personal access token, (id, scopes, account_ids): its scopes (write ones
@@ -225,13 +253,19 @@ class TokenAuth:
         self._pool = pool
         self._avatar_url_prefix = config.avatar_url_prefix
         self._by_token = db.Lookup(
-            'user_for_token', queries['auth.user_for_token'], config
+            'user_for_token', queries['auth.user_for_token'], config, TokenRow
         )
         self._by_access_token = db.Lookup(
-            'user_for_access_token', queries['auth.user_for_access_token'], config
+            'user_for_access_token',
+            queries['auth.user_for_access_token'],
+            config,
+            AccessTokenRow,
         )
         self._by_personal_token = db.Lookup(
-            'user_for_personal_token', queries['auth.user_for_personal_token'], config
+            'user_for_personal_token',
+            queries['auth.user_for_personal_token'],
+            config,
+            PersonalTokenRow,
         )
         self._touch_personal_sql = queries['auth.touch_personal_token']
         self._touch_sql = queries['auth.touch_token']
@@ -281,9 +315,8 @@ class TokenAuth:
             row = self._by_access_token.fetchone(conn, credential)
         if row is None:
             return None
-        now, doc_text = row
-        doc = userdoc.parse(doc_text)
-        return self._with_doc(Caller(doc, legacy=True), doc, now, with_doc)
+        doc = userdoc.parse(row.doc)
+        return self._with_doc(Caller(doc, legacy=True), doc, row.now, with_doc)
 
     def _personal(self, credential, client_ip, with_doc):
         if not tokens.is_personal_token(credential):
@@ -292,30 +325,21 @@ class TokenAuth:
             row = self._by_personal_token.fetchone(conn, tokens.digest(credential))
             if row is None:
                 return None
-            token_id, scopes, account_ids, stale, now, doc_text = row
-            token_id = int(token_id)
-            if stale == b't':
+            if row.stale:
                 conn.execute(
                     self._touch_personal_sql,
                     {
-                        'token_id': token_id,
+                        'token_id': row.id,
                         'ip_address': client_ip[: audit.IP_ADDRESS_LIMIT]
                         if client_ip
                         else None,
                     },
                 )
-        doc = userdoc.parse(doc_text)
-        caller = Caller(
-            doc,
-            personal_token=(
-                token_id,
-                orjson.loads(scopes),
-                orjson.loads(account_ids) if account_ids is not None else None,
-            ),
-        )
+        doc = userdoc.parse(row.doc)
+        caller = Caller(doc, personal_token=(row.id, row.scopes, row.account_ids))
         # Blanked before it is rendered; process_response would find it anyway.
         doc['access_token'] = doc['pubsub_token'] = None
-        return self._with_doc(caller, doc, now, with_doc)
+        return self._with_doc(caller, doc, row.now, with_doc)
 
     def _with_doc(self, caller, doc, now, with_doc):
         if with_doc:
@@ -329,12 +353,11 @@ class TokenAuth:
             row = self._by_token.fetchone(conn, tokens.digest(token))
             if row is None:
                 return None
-            token_id, stored_client, expires_at, idle_for, used, now, doc_text = row
-            doc = userdoc.parse(doc_text)
+            doc = userdoc.parse(row.doc)
             # The digest found the row; client and uid must match too, compared in
             # constant time so a response's timing tells nothing about either.
             client_ok = hmac.compare_digest(
-                stored_client, client.encode('utf-8', 'surrogatepass')
+                row.client, client.encode('utf-8', 'surrogatepass')
             )
             uid_ok = hmac.compare_digest(
                 doc['email'].encode(),
@@ -342,32 +365,28 @@ class TokenAuth:
             )
             if not (client_ok and uid_ok):
                 return None
-            token_id, idle_for = int(token_id), float(idle_for)
-            if idle_for >= self._idle_seconds:
+            if row.idle_for >= self._idle_seconds:
                 conn.execute(
                     self._expire_idle_sql,
-                    {'token_id': token_id, 'idle_seconds': self._idle_seconds},
+                    {'token_id': row.id, 'idle_seconds': self._idle_seconds},
                 )
                 return None
-            refresh = idle_for > self._touch_after_seconds
-            if refresh or used != b't':
-                conn.execute(
-                    self._touch_sql, {'token_id': token_id, 'refresh': refresh}
-                )
+            refresh = row.idle_for > self._touch_after_seconds
+            if refresh or not row.used:
+                conn.execute(self._touch_sql, {'token_id': row.id, 'refresh': refresh})
         caller = Caller(
             doc,
-            token=(token, stored_client.decode(), userdoc.from_epoch(expires_at)),
-            session_id=token_id,
+            token=tokens.Session(token, row.client.decode(), row.expires_at),
+            session_id=row.id,
         )
-        return self._with_doc(caller, doc, now, with_doc)
+        return self._with_doc(caller, doc, row.now, with_doc)
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')
         if caller is None:
             return
         if caller.token is not None and resp.status_code < 400:
-            token, client, expires_at = caller.token
-            tokens.set_headers(resp, token, client, expires_at, caller.email)
+            tokens.set_headers(resp, caller.token, caller.email)
         if caller.scopes is not None:
             # A read-only token must not read the full-power one (SPEC 17).
             if resp.data and _CARRIES_CREDENTIAL.search(resp.data):
