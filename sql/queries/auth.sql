@@ -38,7 +38,7 @@ SELECT extract(epoch FROM now()) AS now, u.doc
 -- A personal access token (SPEC 17), by digest (personal_access_tokens_token_digest_key),
 -- live only, and its user's stored document: the roles in it are the ones a session gets,
 -- so an account the user no longer belongs to is one the token no longer reaches (its
--- scopes and account_ids narrow that, middleware/auth.py). stale: its last use is due to
+-- scopes and account_ids narrow that, middleware/access.py). stale: its last use is due to
 -- be written (touch_personal_token), at most every 5 minutes, so reads stay reads.
 -- Run through db.Lookup into middleware/auth.py's PersonalTokenRow (scopes and
 -- account_ids as JSON).
