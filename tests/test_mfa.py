@@ -1192,7 +1192,7 @@ def test_enforced_mfa_also_holds_where_credentials_are_optional(
     testapp.get('/auth/validate_token', status=401)
 
 
-# The reference dashboard 4.15 and mobile app (issue 18): empty codes, the session cap,
+# The reference dashboard 4.15 and mobile app: empty codes, the session cap,
 # and the link that undoes an enablement.
 
 FIREFOX = (

@@ -1,4 +1,4 @@
-"""Migrations never change once on main (issue 17): pinned checksums, manage.py
+"""Migrations never change once on main: pinned checksums, manage.py
 migrate's refusal and --status, sql/schema.sql, and an upgrade from the oldest
 supported level."""
 
