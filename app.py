@@ -14,13 +14,13 @@ import db
 import errors
 from forms import FormHandler
 import logs
+from middleware.access import LEVELS
+from middleware.access import RequireAccess
+from middleware.access import RequireBodyMembership
+from middleware.access import RequireSessionFields
+from middleware.access import SCOPED_LEVELS
+from middleware.access import SCOPES
 from middleware.access_log import AccessLog
-from middleware.auth import LEVELS
-from middleware.auth import RequireAccess
-from middleware.auth import RequireBodyMembership
-from middleware.auth import RequireSessionFields
-from middleware.auth import SCOPED_LEVELS
-from middleware.auth import SCOPES
 from middleware.auth import TokenAuth
 from middleware.cors import CORS
 from middleware.cross_site import RefuseCrossSiteForms

@@ -16,7 +16,7 @@ SIGNUP_MODES = ('true', 'false', 'api_only')
 BREACHED_CHECKS = ('off', 'hibp')
 SMTP_TLS_MODES = ('starttls', 'implicit', 'off')
 NO_IDLE_TIMEOUT_SECONDS = 100 * 365 * 86400
-# Issue 11: where scripts/run's embedded database and development mail live.
+# Where scripts/run's embedded database and development mail live.
 ROOT = pathlib.Path(__file__).resolve().parent
 EMBEDDED_DATABASE_URL_FILE = ROOT / 'var' / 'run' / 'database_url'
 # The embedded database's migration role (SPEC 3.4), for migrate and prune.
@@ -39,7 +39,7 @@ class Config:
     smtp_password: str | None = dataclasses.field(default=None, repr=False)
     avatar_dir: str = './var/avatars'
     avatar_url_prefix: str = '/avatars/'
-    # Issue 10b: 8 MiB, not 15: decoding a JPEG costs about 13 ms of CPU per MiB
+    # 8 MiB, not 15: decoding a JPEG costs about 13 ms of CPU per MiB
     # whatever its pixels (docs/performance.md, "Avatars").
     avatar_max_bytes: int = 8 * 1024 * 1024
     token_lifespan_days: int = 60
@@ -52,33 +52,33 @@ class Config:
     )
     pool_max_size: int = 2
     pool_timeout: float = 5.0
-    # Issue 9 (SPEC 11): exact origins allowed cross-origin; empty means CORS is off.
+    # SPEC 11: exact origins allowed cross-origin; empty means CORS is off.
     cors_allowed_origins: tuple = ()
-    # Issue 10a (SPEC 15): the optional k-anonymity breached-password lookup.
+    # SPEC 15: the optional k-anonymity breached-password lookup.
     breached_password_check: str = 'off'
     hibp_range_url: str = 'https://api.pwnedpasswords.com/range'
-    # Issue 10b: how SMTP is secured, 'starttls', 'implicit' (SMTP over TLS) or 'off';
+    # How SMTP is secured, 'starttls', 'implicit' (SMTP over TLS) or 'off';
     # the login (SMTP_USERNAME) goes out only over TLS.
     smtp_tls: str = 'off'
-    # Issue 12: sessions (SPEC 13) and the audit log (SPEC 14).
+    # Sessions (SPEC 13) and the audit log (SPEC 14).
     max_user_sessions: int = 25
     session_idle_timeout_minutes: int | None = None
     audit_retention_days: int = 365
-    # Issue 18 (SPEC 3.4): how recent a session's last password or second-factor check
+    # SPEC 3.4: how recent a session's last password or second-factor check
     # must be for an e-mail change (and personal access tokens) without the current
     # password.
     reauth_window_minutes: int = 15
-    # --- issue 14 (SPEC 16): behind a transaction-mode pooler (PgBouncer) ---
+    # --- SPEC 16: behind a transaction-mode pooler (PgBouncer) ---
     # Off: psycopg never prepares statements (prepare_threshold=None), which such a
     # pooler cannot carry from one transaction to the next.
     prepared_statements: bool = True
     # manage.py migrate: a direct connection, for its session-level advisory lock.
     migrate_database_url: str | None = dataclasses.field(default=None, repr=False)
-    # Issue 11: development mail into files, and the log line format.
+    # Development mail into files, and the log line format.
     mail_delivery: str = 'smtp'
     mail_dir: str = str(ROOT / 'var' / 'mail')
     log_format: str = 'text'
-    # Issue 13 (MFA): key material for the TOTP secrets; None turns the feature off.
+    # MFA (SPEC 12): key material for the TOTP secrets; None turns the feature off.
     secret_key: bytes | None = dataclasses.field(default=None, repr=False)
     # SPEC 19: an issuer (and every URL its discovery names) may be on a loopback or
     # private address, over http too: tests, providers on the same private network.
@@ -185,7 +185,7 @@ def _networks(env, name, default):
 
 
 def _smtp_tls(env):
-    """Issue 10b: SMTP_TLS, or the older SMTP_STARTTLS=true read as starttls."""
+    """SMTP_TLS, or the older SMTP_STARTTLS=true read as starttls."""
     legacy = _bool(env, 'SMTP_STARTTLS', None)
     mode = (env.get('SMTP_TLS') or '').lower()
     if not mode:
@@ -228,9 +228,8 @@ def _choice(env, name, choices):
 
 
 def embedded_database_url(path=EMBEDDED_DATABASE_URL_FILE):
-    """A URL scripts/run wrote for its embedded database, or None (issue 11): the
-    application role's, or with EMBEDDED_MIGRATE_DATABASE_URL_FILE the migration
-    role's."""
+    """A URL scripts/run wrote for its embedded database, or None: the application
+    role's, or with EMBEDDED_MIGRATE_DATABASE_URL_FILE the migration role's."""
     try:
         return path.read_text().strip() or None
     except OSError:
@@ -242,9 +241,7 @@ def mail_dir(env):
 
 
 def _secret_key(env):
-    """SECRET_KEY (issue 13): unset is None (MFA off); set, at least 32 bytes of
-    base64.
-    """
+    """SECRET_KEY: unset is None (MFA off); set, at least 32 bytes of base64."""
     raw = (env.get('SECRET_KEY') or '').strip()
     if not raw:
         return None
@@ -293,8 +290,7 @@ def load(env=None):
     prefix = env.get('AVATAR_URL_PREFIX') or '/avatars/'
     if not prefix.endswith('/'):
         raise ConfigError(f'AVATAR_URL_PREFIX must end with "/", got {prefix!r}')
-    smtp_tls = _smtp_tls(env)  # issue 10b
-    # Issue 10a (SPEC 15).
+    smtp_tls = _smtp_tls(env)
     breached = (env.get('BREACHED_PASSWORD_CHECK') or 'off').lower()
     if breached not in BREACHED_CHECKS:
         raise ConfigError(
@@ -333,8 +329,7 @@ def load(env=None):
         hibp_range_url=_url(
             env, 'HIBP_RANGE_URL', 'https://api.pwnedpasswords.com/range'
         ),
-        # Issue 12. MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still
-        # read.
+        # MAX_TOKENS_PER_USER is the old name of MAX_USER_SESSIONS, still read.
         max_user_sessions=_number(
             env,
             'MAX_USER_SESSIONS',
@@ -347,7 +342,6 @@ def load(env=None):
         ),
         audit_retention_days=_number(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36500),
         reauth_window_minutes=_number(env, 'REAUTH_WINDOW_MINUTES', 15, 1, 1440),
-        # issue 14 (SPEC 16)
         prepared_statements=_bool(
             env, 'DB_PREPARED_STATEMENTS', True, true='on', false='off'
         ),
@@ -357,7 +351,6 @@ def load(env=None):
             if embedded
             else None
         ),
-        # Issue 11.
         mail_delivery=_choice(env, 'MAIL_DELIVERY', MAIL_DELIVERIES),
         mail_dir=mail_dir(env),
         log_format=_choice(env, 'LOG_FORMAT', LOG_FORMATS),

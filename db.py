@@ -8,8 +8,10 @@ import logging
 import pathlib
 import re
 import select
+import types
 import weakref
 
+import orjson
 import psycopg
 from psycopg.rows import dict_row
 import psycopg_pool
@@ -98,8 +100,8 @@ class borrow:  # noqa: N801 - used as a context manager, like pool.connection()
     commits: with autocommit connections there is nothing to commit, yet it runs
     psycopg's locking and wait machinery on each request, and its generator-based
     context manager costs a frame more; in a worker, where each request finds the CPU
-    caches cold, that was 16 µs of CPU per GET /api/v1/profile (issue 19,
-    docs/performance.md). What it leaves out is not needed here: a transaction
+    caches cold, that was 16 µs of CPU per GET /api/v1/profile (docs/performance.md,
+    read path). What it leaves out is not needed here: a transaction
     (``conn.transaction()``) commits or rolls back itself, and ``putconn`` rolls back or
     replaces a connection returned in any other state.
     """
@@ -131,22 +133,28 @@ class Lookup:
     psycopg's execute runs some hundreds of lines of Python per call (query
     conversion, its prepared-statement cache, the row maker), and in a worker, where
     each request finds the CPU caches cold after waiting for PostgreSQL, that was the
-    largest part of what GET /api/v1/profile costs beyond /healthz (issue 19,
-    docs/performance.md), and of a profile update. Here it is one C call. The
-    statement takes ``$n`` parameters: bytes are sent binary, anything else as its
-    text; its columns come back as text bytes, for the caller to read
-    (``fetchone``). With DB_PREPARED_STATEMENTS=off (a transaction-mode pooler)
-    nothing is prepared; else it is prepared once per connection, and again if the
-    server forgot it.
+    largest part of what GET /api/v1/profile costs beyond /healthz
+    (docs/performance.md, read path), and of a profile update. Here it is one C call.
+    The statement takes ``$n`` parameters: bytes are sent binary, anything else as its
+    text. Its columns come back as text, read into ``row``, a NamedTuple declared
+    beside the statement: its fields are the columns' names in order, and the type of
+    each says how its text is read (READERS). With DB_PREPARED_STATEMENTS=off (a
+    transaction-mode pooler) nothing is prepared; else it is prepared once per
+    connection, and again if the server forgot it.
     """
 
-    def __init__(self, name, sql, config):
+    __slots__ = ('_name', '_sql', '_prepare', '_row', '_readers', '_unchecked')
+
+    def __init__(self, name, sql, config, row):
         self._name = f'frontdesk_{name}'.encode()
         self._sql = sql.encode()
         self._prepare = config.prepared_statements
+        self._row = row
+        self._readers = _readers(row)
+        self._unchecked = self._name not in _CHECKED
 
     def fetchone(self, conn, *params):
-        """The first row as a list of bytes (None for NULL), or None for no row."""
+        """The first row as a ``row``, or None for no row."""
         pgconn = conn.pgconn
         formats = [int(isinstance(param, bytes)) for param in params]
         params = [
@@ -174,9 +182,70 @@ class Lookup:
                 result = _checked(
                     conn, pgconn.exec_prepared(self._name, params, formats)
                 )
+        if self._unchecked:
+            self._check(result)
         if not result.ntuples:
             return None
-        return [result.get_value(0, column) for column in range(result.nfields)]
+        value = result.get_value
+        return _new_tuple(
+            self._row,
+            [
+                value(0, column) if read is None else read(value(0, column))
+                for column, read in self._readers
+            ],
+        )
+
+    def _check(self, result):
+        """Refuse a statement whose columns are not the row's, in its order: a
+        reordered SELECT would otherwise read one column as another."""
+        names = tuple(result.fname(column).decode() for column in range(result.nfields))
+        if names != self._row._fields:
+            raise RuntimeError(
+                f'{self._name.decode()} returns {names}, '
+                f'its row {self._row.__name__} declares {self._row._fields}'
+            )
+        _CHECKED.add(self._name)
+        self._unchecked = False
+
+
+# How a Lookup reads a column's text, by the type its row declares: as sent (bytes), a
+# string, a number, PostgreSQL's boolean ('t' or 'f'), or JSON (list, dict). A column
+# that may be NULL says so (``list | None``) and reads it as None; in any other, NULL
+# is an error (bytes aside: None as sent).
+READERS = {
+    bytes: None,
+    str: bytes.decode,
+    int: int,
+    float: float,
+    bool: {b't': True, b'f': False}.__getitem__,
+    list: orjson.loads,
+    dict: orjson.loads,
+}
+_new_tuple = tuple.__new__
+# The statements whose columns were found to be their rows' (Lookup._check), once per
+# process: a Lookup made per call (services/profiles.py) checks only its first.
+_CHECKED = set()
+
+
+@functools.cache
+def _readers(row):
+    """``(column, reader)`` of each field of ``row``, reader None for bytes."""
+    return tuple(
+        (column, _reader(row, field, row.__annotations__[field]))
+        for column, field in enumerate(row._fields)
+    )
+
+
+def _reader(row, field, kind):
+    nullable = isinstance(kind, types.UnionType) and type(None) in kind.__args__
+    if nullable:
+        (kind,) = (arg for arg in kind.__args__ if arg is not type(None))
+    if kind not in READERS:
+        raise TypeError(f'{row.__name__}.{field}: no reader for {kind!r} in db.READERS')
+    read = READERS[kind]
+    if not nullable or read is None:
+        return read
+    return lambda text: None if text is None else read(text)
 
 
 def _checked(conn, result):
@@ -308,8 +377,9 @@ def recorded_migrations(conn):
     """``{version: (applied_at, checksum or None)}`` of schema_migrations, empty before
     the first run.
 
-    to_jsonb reads the checksum whether or not a database migrated before issue 17 has
-    the column yet, so ``manage.py migrate --status`` never has to change anything.
+    to_jsonb reads the checksum whether or not a database migrated before checksums
+    were kept has the column yet, so ``manage.py migrate --status`` never has to change
+    anything.
     """
     if conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is None:
         return {}
@@ -455,7 +525,7 @@ def _check_applied(conn, directory):
         ' applied_at timestamptz NOT NULL DEFAULT now(),'
         ' checksum text)'
     )
-    # Databases migrated before issue 17 have no checksums; see docs/operations.md.
+    # Databases migrated before checksums were kept have none; see docs/operations.md.
     conn.execute('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text')
     recorded = recorded_migrations(conn)
     states = migration_states(recorded, directory)

@@ -173,7 +173,7 @@ class Cluster:
         """Let the OS user ``user`` sign in as the application role (only), through
         the socket.
 
-        Issue 17: scripts/run started as root serves as an unprivileged user, which
+        scripts/run started as root serves as an unprivileged user, which
         must reach this cluster. The simplest safe way: its line in the ident map (added
         to a cluster made before, then reloaded), and the home directory 0750 with that
         user's own group, so it can enter it and reach the socket. data/ stays 0700 and

@@ -23,6 +23,7 @@ import db
 import errors
 import logs
 import schema_dump
+from services import addresses
 from services import deletion
 from services import mfa
 from services import outbox
@@ -33,7 +34,7 @@ from validators import load_validators
 
 
 def cmd_migrate(config, args):
-    # issue 14: migrations hold a session-level advisory lock, so they go direct to
+    # Migrations hold a session-level advisory lock, so they go direct to
     # PostgreSQL (MIGRATE_DATABASE_URL) when DATABASE_URL is a transaction-mode pooler.
     url = config.migrate_database_url or config.database_url
     if args.status:
@@ -102,14 +103,14 @@ def cmd_create_user(config, args):
                 conn,
                 queries,
                 name=args.name.strip(),
-                email=args.email.strip().lower(),
+                email=addresses.normalise(args.email),
                 encrypted_password=hashed,
                 confirmed=args.confirmed,
             )
         except users.EmailTaken:
             sys.exit(
                 'create-user: Email has already been taken '
-                f'({args.email.strip().lower()})'
+                f'({addresses.normalise(args.email)})'
             )
         if args.account_id is not None:
             try:
@@ -146,7 +147,7 @@ def cmd_disable_mfa(config, args):
     """The way back for a user who lost both the authenticator and the recovery
     codes."""
     queries = db.load_queries()
-    email = args.email.strip().lower()
+    email = addresses.normalise(args.email)
     with psycopg.connect(
         config.database_url, row_factory=dict_row, autocommit=True
     ) as conn:

@@ -7,11 +7,22 @@ import os
 import re
 import secrets
 import string
+from typing import NamedTuple
 import zlib
 
 # The five headers of a token (SPEC 3): new ones after signing in, the same ones echoed
 # on the successes of requests authenticated with them.
 TOKEN_HEADERS = ('access-token', 'token-type', 'client', 'expiry', 'uid')
+
+
+class Session(NamedTuple):
+    """A sign-in as its token headers carry it: a new one (services.sessions.issue), or
+    the one a request authenticated with (``Caller.token``)."""
+
+    token: str
+    client: str
+    # Seconds since the epoch, as the expiry header gives it.
+    expires_at: float
 
 
 def new_token():
@@ -64,12 +75,13 @@ def digest(token):
     return hashlib.sha256(token.encode('utf-8', 'surrogatepass')).digest()
 
 
-def set_headers(resp, token, client, expires_at, uid):
-    """The five headers a client stores to authenticate its next requests."""
-    resp.set_header('access-token', token)
+def set_headers(resp, session, uid):
+    """The five headers of ``session`` (a Session) a client stores to authenticate its
+    next requests."""
+    resp.set_header('access-token', session.token)
     resp.set_header('token-type', 'Bearer')
-    resp.set_header('client', client)
-    resp.set_header('expiry', str(int(expires_at.timestamp())))
+    resp.set_header('client', session.client)
+    resp.set_header('expiry', str(int(session.expires_at)))
     resp.set_header('uid', uid)
 
 

@@ -16,7 +16,7 @@ SEEN_WITHIN = datetime.timedelta(minutes=5)
 
 
 def from_epoch(text):
-    """A time the database sent as seconds since the epoch (db.Lookup's text)."""
+    """A time the database sent as seconds since the epoch (a db.Lookup float)."""
     return datetime.datetime.fromtimestamp(float(text), datetime.UTC)
 
 

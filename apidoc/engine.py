@@ -21,9 +21,9 @@ from apidoc.responses import HEADERS
 from apidoc.responses import NOT_ECHOED
 from apidoc.responses import RESPONSES
 from config import VERSION
-from middleware.auth import access_level
-from middleware.auth import scope_for
-from middleware.auth import SCOPED_LEVELS
+from middleware.access import access_level
+from middleware.access import scope_for
+from middleware.access import SCOPED_LEVELS
 from middleware.routing import PathId
 from tokens import TOKEN_HEADERS
 

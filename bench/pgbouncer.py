@@ -26,6 +26,7 @@ from bench.common import seed
 from bench.common import server
 from bench.common import settle
 import db
+from middleware.auth import TokenRow
 
 POOLER_ENDPOINTS = ['get_profile', 'put_profile']
 
@@ -132,6 +133,7 @@ def round_trips(routes, users, iterations=2000, repeats=5):
             'user_for_token',
             queries['auth.user_for_token'],
             types.SimpleNamespace(prepared_statements=not options),
+            TokenRow,
         )
         with psycopg.connect(url, autocommit=True, **options) as conn:
             for _ in range(repeats):

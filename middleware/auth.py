@@ -1,86 +1,62 @@
-"""Who is calling (TokenAuth) and may they (RequireAccess).
+"""Who is calling: TokenAuth resolves the credential a request carries into
+``req.context.caller``, a Caller, in one look-up; middleware/access.py decides what it
+may do.
 
-Each resource declares ``access = {'GET': 'member', ...}`` with one level per method:
-
-- ``public``: nobody is looked up (health checks, sign-in);
-- ``optional``: the caller is looked up when credentials are sent (sign-up);
-- ``user``: any signed-in user;
-- ``session``: a user signed in with the token headers; ``api_access_token`` is refused
-  with the 403 of SPEC 3.3 (credential actions: the access token itself, sessions);
-- ``enrolment``: as ``session``, or the ``mfa_token`` header of an account's MFA
-  requirement (SPEC 12), which reaches nothing else (the MFA endpoints);
-- ``member``: a member of the account in the route's ``account_id`` (404 otherwise;
-  a suspended member gets 403 ``membership_suspended``, SPEC 18, whatever the
-  credential: ``membership_role`` below is the one check);
-- ``administrator``: an administrator of that account (an agent gets the role 401);
-- ``administrator_session``: as ``administrator``, signed in with the token headers:
-  what touches the security of members (their sessions, the audit log) is refused to
-  integration credentials with the 403 of ``session`` (SPEC 3.4).
-
-Some fields of a body are security settings although the rest of it is not: a resource
-lists them per method in ``session_fields`` (``{'PUT': ('enforce_mfa',)}``), and a body
-that carries one needs the token headers too (RequireSessionFields, after the body is
-parsed). Likewise a profile endpoint that acts on a membership names the account in the
-body and declares where (``account_in_body``): RequireBodyMembership holds it to the
-same membership check (and to a personal access token's accounts).
-
-A method with a responder but no declaration is refused, so forgetting fails closed.
-
-Personal access tokens (SPEC 17) reach a method only through the scope the resource
-declares for it next to ``access``: ``scopes = {'GET': 'account:read', ...}``. A method
-without a scope is refused to them with the 403 of ``session`` (every security route
-is such a method), so a new endpoint is closed to them until it says otherwise. A write
-scope includes its read scope. A token limited to some accounts (``account_ids``) gets
-403 ``insufficient_scope`` on the routes of any other account, before the membership is
-looked at; the membership itself is the one a session has (``membership_role``), from
-the same stored document; an account named in the body (``account_in_body``) is held
-to the same rules once the body is parsed. The profile's access_token is refused on the
-routes of the accounts that set ``restrict_legacy_access_token`` (403
-``legacy_token_disabled``).
-
-A member of an account that requires MFA, without MFA, is refused everywhere but the
-``enrolment`` endpoints and sign-out with 403 ``mfa_enrollment_required``, whatever the
-credential (SPEC 12): the one place that rule lives is RequireAccess below.
+The credentials: the token headers of a sign-in (``access-token``, ``client``,
+``uid``), the profile's access_token or a personal access token (SPEC 17) in
+``api_access_token`` or ``Authorization: Bearer``, and the ``mfa_token`` of an
+account's MFA requirement on the ``enrolment`` endpoints (SPEC 12). Nobody is looked up
+for a ``public`` method.
 """
 
 import hmac
-import logging
 import re
+from typing import NamedTuple
 
 import orjson
 
 import db
-import errors
+from middleware.access import access_level
+from middleware.access import IMPLIED
+from services import addresses
 from services import audit
 from services import sessions
 import tokens
 import userdoc
 
-log = logging.getLogger('frontdesk')
-LEVELS = (
-    'public',
-    'optional',
-    'user',
-    'session',
-    'enrolment',
-    'member',
-    'administrator',
-    'administrator_session',
-)
-# The scopes of a personal access token (SPEC 17), and the read scope each write one
-# includes. schemas/access_token_create.json lists the same (a test holds them equal).
-SCOPES = ('profile:read', 'profile:write', 'account:read', 'account:write')
-IMPLIED = {'profile:write': 'profile:read', 'account:write': 'account:read'}
-# The levels a scope may be declared for: the others are for a signed-in session only.
-SCOPED_LEVELS = ('optional', 'user', 'member', 'administrator')
 # What an answer to a personal access token never carries (SPEC 17), and how a JSON
 # body that carries one looks (a string value; PostgreSQL writes ' : ' between key and
 # value, orjson ':').
 CREDENTIAL_FIELDS = ('access_token', 'pubsub_token')
 _CARRIES_CREDENTIAL = re.compile(rb'"(?:access_token|pubsub_token)"\s*:\s*"')
-
-
 _EMPTY = frozenset()
+
+
+# The rows of the look-ups below (sql/queries/auth.sql), as db.Lookup reads them: times
+# in seconds since the epoch; the stored document as sent, for orjson; the client as
+# bytes, for the constant-time comparison with the header.
+class TokenRow(NamedTuple):
+    id: int
+    client: bytes
+    expires_at: float
+    idle_for: float
+    used: bool
+    now: float
+    doc: bytes
+
+
+class AccessTokenRow(NamedTuple):
+    now: float
+    doc: bytes
+
+
+class PersonalTokenRow(NamedTuple):
+    id: int
+    scopes: list
+    account_ids: list | None
+    stale: bool
+    now: float
+    doc: bytes
 
 
 class Caller:
@@ -124,7 +100,7 @@ class Caller:
         # only).
         self.setup = setup
         # {account id: role} of the active memberships, and the suspended ones apart
-        # (SPEC 18): membership_role below refuses those.
+        # (SPEC 18): access.membership_role refuses those.
         accounts = doc.get('accounts', ())
         self.roles = {
             entry['id']: entry['role']
@@ -138,7 +114,7 @@ class Caller:
         )
         # The user JSON when the resource declared it wants it (``caller_document``).
         self.doc_text = doc_text
-        # (raw token, client, expires_at) when authenticated with the token headers.
+        # The tokens.Session of the token headers it authenticated with, if it did.
         self.token = token
         self.session_id = session_id
         # A personal access token, (id, scopes, account_ids): its scopes (write ones
@@ -181,17 +157,6 @@ def _integration_credential(req):
     return _forwarded_header(req, 'api_access_token'), False
 
 
-def access_level(resource, method):
-    if method == 'OPTIONS':
-        return 'public'
-    return getattr(resource, 'access', {}).get(method)
-
-
-def scope_for(resource, method):
-    """The scope a personal access token needs for ``method``; None: it may not."""
-    return getattr(resource, 'scopes', {}).get(method)
-
-
 def _withhold_credentials(node):
     """Blank CREDENTIAL_FIELDS wherever they are in a JSON document."""
     if isinstance(node, dict):
@@ -216,21 +181,28 @@ class TokenAuth:
     the same round trip.
 
     A missing, malformed, unknown, expired or revoked credential leaves the caller
-    None; RequireAccess then answers the one 401 that never says which part was wrong.
-    Answers to a personal access token have every CREDENTIAL_FIELDS value blanked.
+    None; access.RequireAccess then answers the one 401 that never says which part was
+    wrong. Answers to a personal access token have every CREDENTIAL_FIELDS value
+    blanked.
     """
 
     def __init__(self, pool, queries, config):
         self._pool = pool
         self._avatar_url_prefix = config.avatar_url_prefix
         self._by_token = db.Lookup(
-            'user_for_token', queries['auth.user_for_token'], config
+            'user_for_token', queries['auth.user_for_token'], config, TokenRow
         )
         self._by_access_token = db.Lookup(
-            'user_for_access_token', queries['auth.user_for_access_token'], config
+            'user_for_access_token',
+            queries['auth.user_for_access_token'],
+            config,
+            AccessTokenRow,
         )
         self._by_personal_token = db.Lookup(
-            'user_for_personal_token', queries['auth.user_for_personal_token'], config
+            'user_for_personal_token',
+            queries['auth.user_for_personal_token'],
+            config,
+            PersonalTokenRow,
         )
         self._touch_personal_sql = queries['auth.touch_personal_token']
         self._touch_sql = queries['auth.touch_token']
@@ -280,9 +252,8 @@ class TokenAuth:
             row = self._by_access_token.fetchone(conn, credential)
         if row is None:
             return None
-        now, doc_text = row
-        doc = userdoc.parse(doc_text)
-        return self._with_doc(Caller(doc, legacy=True), doc, now, with_doc)
+        doc = userdoc.parse(row.doc)
+        return self._with_doc(Caller(doc, legacy=True), doc, row.now, with_doc)
 
     def _personal(self, credential, client_ip, with_doc):
         if not tokens.is_personal_token(credential):
@@ -291,30 +262,21 @@ class TokenAuth:
             row = self._by_personal_token.fetchone(conn, tokens.digest(credential))
             if row is None:
                 return None
-            token_id, scopes, account_ids, stale, now, doc_text = row
-            token_id = int(token_id)
-            if stale == b't':
+            if row.stale:
                 conn.execute(
                     self._touch_personal_sql,
                     {
-                        'token_id': token_id,
+                        'token_id': row.id,
                         'ip_address': client_ip[: audit.IP_ADDRESS_LIMIT]
                         if client_ip
                         else None,
                     },
                 )
-        doc = userdoc.parse(doc_text)
-        caller = Caller(
-            doc,
-            personal_token=(
-                token_id,
-                orjson.loads(scopes),
-                orjson.loads(account_ids) if account_ids is not None else None,
-            ),
-        )
+        doc = userdoc.parse(row.doc)
+        caller = Caller(doc, personal_token=(row.id, row.scopes, row.account_ids))
         # Blanked before it is rendered; process_response would find it anyway.
         doc['access_token'] = doc['pubsub_token'] = None
-        return self._with_doc(caller, doc, now, with_doc)
+        return self._with_doc(caller, doc, row.now, with_doc)
 
     def _with_doc(self, caller, doc, now, with_doc):
         if with_doc:
@@ -328,45 +290,40 @@ class TokenAuth:
             row = self._by_token.fetchone(conn, tokens.digest(token))
             if row is None:
                 return None
-            token_id, stored_client, expires_at, idle_for, used, now, doc_text = row
-            doc = userdoc.parse(doc_text)
+            doc = userdoc.parse(row.doc)
             # The digest found the row; client and uid must match too, compared in
             # constant time so a response's timing tells nothing about either.
             client_ok = hmac.compare_digest(
-                stored_client, client.encode('utf-8', 'surrogatepass')
+                row.client, client.encode('utf-8', 'surrogatepass')
             )
             uid_ok = hmac.compare_digest(
                 doc['email'].encode(),
-                uid.strip().lower().encode('utf-8', 'surrogatepass'),
+                addresses.normalise(uid).encode('utf-8', 'surrogatepass'),
             )
             if not (client_ok and uid_ok):
                 return None
-            token_id, idle_for = int(token_id), float(idle_for)
-            if idle_for >= self._idle_seconds:
+            if row.idle_for >= self._idle_seconds:
                 conn.execute(
                     self._expire_idle_sql,
-                    {'token_id': token_id, 'idle_seconds': self._idle_seconds},
+                    {'token_id': row.id, 'idle_seconds': self._idle_seconds},
                 )
                 return None
-            refresh = idle_for > self._touch_after_seconds
-            if refresh or used != b't':
-                conn.execute(
-                    self._touch_sql, {'token_id': token_id, 'refresh': refresh}
-                )
+            refresh = row.idle_for > self._touch_after_seconds
+            if refresh or not row.used:
+                conn.execute(self._touch_sql, {'token_id': row.id, 'refresh': refresh})
         caller = Caller(
             doc,
-            token=(token, stored_client.decode(), userdoc.from_epoch(expires_at)),
-            session_id=token_id,
+            token=tokens.Session(token, row.client.decode(), row.expires_at),
+            session_id=row.id,
         )
-        return self._with_doc(caller, doc, now, with_doc)
+        return self._with_doc(caller, doc, row.now, with_doc)
 
     def process_response(self, req, resp, resource, req_succeeded):
         caller = req.context.get('caller')
         if caller is None:
             return
         if caller.token is not None and resp.status_code < 400:
-            token, client, expires_at = caller.token
-            tokens.set_headers(resp, token, client, expires_at, caller.email)
+            tokens.set_headers(resp, caller.token, caller.email)
         if caller.scopes is not None:
             # A read-only token must not read the full-power one (SPEC 17).
             if resp.data and _CARRIES_CREDENTIAL.search(resp.data):
@@ -375,172 +332,3 @@ class TokenAuth:
                 resp.data = orjson.dumps(doc)
             elif resp.media is not None:
                 _withhold_credentials(resp.media)
-
-
-def _refuse_unenrolled(caller, resource):
-    """403 ``mfa_enrollment_required`` for a member of an account that requires MFA,
-    without MFA, unless the resource declares ``before_enrolment`` (SPEC 12)."""
-    if caller.enrollment_required and not getattr(resource, 'before_enrolment', False):
-        raise errors.MFAEnrollmentRequired()
-
-
-def _check_scope(caller, resource, method):
-    """A personal access token's scope for ``method`` (None for other credentials).
-
-    No scope declared: the 403 of ``session`` (SPEC 3.4: security routes, and every
-    route not yet opened to such tokens); a scope it lacks: 403 insufficient_scope.
-    """
-    if caller.scopes is None:
-        return None
-    scope = scope_for(resource, method)
-    if scope is None:
-        raise errors.NeedsSession()
-    if scope not in caller.scopes:
-        raise errors.InsufficientScope(scope)
-    return scope
-
-
-def check_account_reach(caller, account_id, scope):
-    """What a credential may do in account ``account_id`` beyond the membership rules,
-    checked before them: a personal access token limited to other accounts gets 403
-    insufficient_scope (so it learns nothing of the user's other memberships); the
-    profile's access_token, on an account of the user's that retired it, 403
-    legacy_token_disabled.
-    """
-    if caller.token_accounts is not None and account_id not in caller.token_accounts:
-        raise errors.InsufficientScope(scope)
-    if account_id in caller.legacy_refused:
-        raise errors.LegacyTokenDisabled()
-
-
-def membership_role(caller, account_id):
-    """The caller's role in ``account_id``: 404 when not a member, 403
-    ``membership_suspended`` when the membership is suspended (SPEC 18).
-
-    The one membership check: routes with an account in the path (RequireAccess) and
-    endpoints that name one in the body (RequireBodyMembership) both ask here, whatever
-    the credential (a personal access token's accounts narrow it, SPEC 17).
-    """
-    if account_id in caller.suspended:
-        raise errors.MembershipSuspended()
-    role = caller.roles.get(account_id)
-    if role is None:
-        raise errors.NotFound()
-    return role
-
-
-class RequireAccess:
-    """Enforce ``resource.access`` (and ``resource.scopes``) for the caller TokenAuth
-    resolved.
-
-    A role refusal is logged and written to the audit log (SPEC 14).
-    """
-
-    def __init__(self, pool, queries):
-        self._pool = pool
-        self._queries = queries
-
-    def process_resource(self, req, resp, resource, params):
-        level = access_level(resource, req.method)
-        if level is None:
-            if not hasattr(resource, f'on_{req.method.lower()}'):
-                # no responder: Falcon's 405, answered as the 404 of an unknown route
-                return
-            raise errors.NotAuthorized()
-        if level == 'public':
-            return
-        caller = req.context.caller
-        if level == 'optional':
-            # Optional credentials that are sent are held to the account's MFA
-            # requirement too, and a personal access token to its scopes.
-            if caller is not None:
-                _refuse_unenrolled(caller, resource)
-                _check_scope(caller, resource, req.method)
-            return
-        if caller is None:
-            raise errors.Unauthenticated()
-        if level == 'enrolment':
-            if caller.token is None and not caller.setup:
-                raise errors.NeedsSession()
-            return
-        _refuse_unenrolled(caller, resource)
-        scope = _check_scope(caller, resource, req.method)
-        if level == 'user':
-            return
-        if level == 'session':
-            if caller.token is None:
-                raise errors.NeedsSession()
-            return
-        account_id = params['account_id']
-        check_account_reach(caller, account_id, scope)
-        role = membership_role(caller, account_id)
-        if level == 'administrator_session' and caller.token is None:
-            raise errors.NeedsSession()
-        if (
-            level in ('administrator', 'administrator_session')
-            and role != 'administrator'
-        ):
-            log.warning(
-                'refused %s %s to user %s (role %s) request_id=%s',
-                req.method,
-                req.uri_template,
-                caller.id,
-                role,
-                req.context.request_id,
-            )
-            with self._pool.connection() as conn:
-                audit.record(
-                    conn,
-                    self._queries,
-                    'access_refused',
-                    account_id=params['account_id'],
-                    facts=req.context.facts,
-                    details={
-                        'method': req.method,
-                        'route': req.uri_template,
-                        'role': role,
-                    },
-                )
-            raise errors.NotAuthorized()
-
-
-class RequireSessionFields:
-    """Refuse ``resource.session_fields`` in a body sent without the token headers.
-
-    Runs after the body is parsed (JSONSchemaValidation): the rest of such a body is
-    open to the level the method declares, these fields are not (SPEC 3.4).
-    """
-
-    def process_resource(self, req, resp, resource, params):
-        fields = getattr(resource, 'session_fields', {}).get(req.method)
-        caller = req.context.get('caller')
-        if not fields or caller is None or caller.token is not None:
-            return
-        doc = req.context.get('doc')
-        if isinstance(doc, dict) and any(field in doc for field in fields):
-            raise errors.NeedsSession()
-
-
-class RequireBodyMembership:
-    """Hold an account named in the body to the membership check of the access matrix.
-
-    A profile endpoint that acts on one of the caller's memberships names its account in
-    the body (``{"profile": {"account_id": 42}}``) and declares where, per method:
-    ``account_in_body = {'POST': ('profile', 'account_id')}``. Runs after the body is
-    validated; the answers are those of an account in the route (404 not a member, 403
-    suspended).
-    """
-
-    def process_resource(self, req, resp, resource, params):
-        path = getattr(resource, 'account_in_body', {}).get(req.method)
-        caller = req.context.get('caller')
-        if not path or caller is None:
-            return
-        value = req.context.get('doc')
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        # Validated: an integer, or a float JSON Schema counts as one (30.0), which the
-        # resource reads as that integer.
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            check_account_reach(caller, int(value), scope_for(resource, req.method))
-            membership_role(caller, int(value))

@@ -21,6 +21,7 @@ window boundary.
 """
 
 import errors
+from services import addresses
 from services.audit import address_key
 import tokens
 
@@ -79,7 +80,7 @@ class RateLimit:
         if key == 'mfa_token':
             # Never the token itself: the counters table is not a place for credentials.
             return tokens.digest(value).hex()
-        return value.strip().lower()[:255]
+        return addresses.normalise(value)[:255]
 
 
 def _context_value(req, path):

@@ -32,8 +32,7 @@ def send_outcome(resp, outcome):
     """Answer a way in (services/sign_in.py): 200 ``{"data": <user>}`` with the five
     headers of the session, or 206 and the challenge, no token headers (SPEC 12)."""
     if outcome.challenge is None:
-        token, client, expires_at = outcome.session
-        tokens.set_headers(resp, token, client, expires_at, outcome.uid)
+        tokens.set_headers(resp, outcome.session, outcome.uid)
         send_json_text(resp, outcome.document, key='data')
     else:
         resp.status = falcon.HTTP_206

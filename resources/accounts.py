@@ -1,5 +1,7 @@
 """/api/v1/accounts (sign-up) and /api/v1/accounts/{account_id}[/...]."""
 
+from typing import NamedTuple
+
 from psycopg.types.json import Jsonb
 
 import db
@@ -17,6 +19,12 @@ CACHE_CONTROL = 'max-age=10, private, stale-while-revalidate=300'
 ENFORCE_MFA_NEEDS_MFA = (
     'Enforce mfa needs two-factor sign-in turned on for yourself first'
 )
+
+
+class DocumentRow(NamedTuple):
+    """What accounts.document returns, as db.Lookup reads it."""
+
+    doc: str
 
 
 def _send_account(resp, doc):
@@ -108,7 +116,7 @@ class AccountItem:
         self._pool = pool
         self._queries = queries
         self._document = db.Lookup(
-            'account_document', queries['accounts.document'], config
+            'account_document', queries['accounts.document'], config, DocumentRow
         )
         self._update_sql = queries['accounts.update']
         self._fields = tuple(validators['account_update'].schema['properties'])
@@ -119,10 +127,10 @@ class AccountItem:
         The account, for its members; anyone else gets 404. Needs the token headers of a
         sign-in or `api_access_token`.
         """
-        # The hot path's checkout and statement (db.borrow, db.Lookup: issue 19).
+        # The hot path's checkout and statement (db.borrow, db.Lookup).
         with db.borrow(self._pool) as conn:
             row = self._document.fetchone(conn, account_id)
-        _send_account(resp, row and row[0].decode())
+        _send_account(resp, row and row.doc)
 
     def on_put(self, req, resp, account_id):
         """Change an account

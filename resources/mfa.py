@@ -17,7 +17,7 @@ NO_STORE = ['no-store']
 def _keep_client(caller):
     """The caller's own sign-in survives the credential change; a setup token has
     none."""
-    return caller.token[1] if caller.token else None
+    return caller.token.client if caller.token else None
 
 
 class MFA:

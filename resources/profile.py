@@ -125,7 +125,7 @@ class Profile:
         an avatar (JPEG, PNG, GIF, WebP).
         """
         caller = req.context.caller
-        keep_client = caller.token[1] if caller.token else None
+        keep_client = caller.token.client if caller.token else None
         # db.borrow: the hot path's checkout; update() opens its transactions itself.
         with db.borrow(self._pool) as conn:
             doc = profiles.update(

@@ -129,7 +129,7 @@ class SignOut:
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(
                 self._queries['sessions.revoke'],
-                {'user_id': caller.id, 'client': caller.token[1]},
+                {'user_id': caller.id, 'client': caller.token.client},
             )
             audit.record(conn, self._queries, 'signed_out', facts=req.context.facts)
         # The token is gone: echoing it back would hand out a dead credential.

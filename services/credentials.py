@@ -104,7 +104,7 @@ def reset_access_token(conn, queries, config, caller, facts):
         config,
         caller.id,
         reason='reset_access_token',
-        keep_client=caller.token[1],
+        keep_client=caller.token.client,
         rotate_pubsub=False,
         facts=facts,
     )
@@ -125,8 +125,10 @@ def end_other_sessions(conn, queries, config, caller, include_access_token, fact
             {'user_id': caller.id, 'access_token': tokens.new_token()},
         )
         # The row lock waited for whatever committed meanwhile (a lockout, a reset).
-        sessions.require_kept(conn, queries, caller.id, caller.token[1])
-    revoked = sessions.revoke_others(conn, queries, caller.id, caller.token[1], facts)
+        sessions.require_kept(conn, queries, caller.id, caller.token.client)
+    revoked = sessions.revoke_others(
+        conn, queries, caller.id, caller.token.client, facts
+    )
     if include_access_token:
         announce(conn, queries, config, caller.id, 'reset_access_token', facts=facts)
     return revoked

@@ -68,7 +68,7 @@ def _erase(conn, queries, config, caller, doc, facts, checks):
     user = conn.execute(queries['mfa.lock_user'], params).fetchone()
     # The caller's session outlived whatever committed while the locks waited (a reset,
     # a lockout, the owner ending sessions): else the 401 of a revoked credential.
-    sessions.require_kept(conn, queries, caller.id, caller.token[1])
+    sessions.require_kept(conn, queries, caller.id, caller.token.client)
     blocking = [
         row['account_id']
         for row in conn.execute(queries['erasure.blocking_accounts'], params)

@@ -46,7 +46,7 @@ _CROCKFORD_LOOKALIKES = str.maketrans({'I': '1', 'L': '1', 'O': '0'})
 _KDF = {'n': 2**12, 'r': 8, 'p': 1, 'dklen': 32}
 _SALT_BYTES = 16
 _NO_MATCH = bytes(32)
-# The codes issued before migration 0010: 4 groups of 6 base32 characters (120 bits),
+# The codes issued before migration 0013: 4 groups of 6 base32 characters (120 bits),
 # kept as bare SHA-256 digests (salt NULL), typed with the look-alikes of that alphabet.
 _LEGACY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'
 _LEGACY_LENGTH = 24
@@ -146,7 +146,7 @@ def _expected_digest(code, salt, derived):
 
     ``derived`` caches one derivation per salt, so a batch costs one.
     """
-    if salt is None:  # a 24-character code of before migration 0010
+    if salt is None:  # a 24-character code of before migration 0013
         legacy = _typed(code, _LEGACY_ALPHABET, _LEGACY_LENGTH, _LEGACY_LOOKALIKES)
         return hashlib.sha256(legacy.encode('ascii')).digest() if legacy else _NO_MATCH
     salt = bytes(salt)

@@ -1,7 +1,7 @@
 """Personal access tokens (SPEC 17): creating, listing and revoking them, with their
-audit events and security e-mails. Using one is middleware/auth.py's (scopes, accounts)
-and sql/queries/auth.sql's (the look-up); a reset or revert ends them all
-(services/credentials.py)."""
+audit events and security e-mails. Using one is middleware/auth.py's (the look-up,
+sql/queries/auth.sql) and middleware/access.py's (scopes, accounts); a reset or revert
+ends them all (services/credentials.py)."""
 
 import orjson
 

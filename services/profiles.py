@@ -2,11 +2,13 @@
 transaction."""
 
 import datetime
+from typing import NamedTuple
 
 import orjson
 
 import db
 import errors
+from services import addresses
 from services import audit
 from services import avatars
 from services import guessing
@@ -234,15 +236,23 @@ def _mail_email_change(
         )
 
 
+class UpdatedRow(NamedTuple):
+    """What profile.update returns, as db.Lookup reads it."""
+
+    doc: bytes
+    now: float
+
+
 def _write(conn, queries, config, user_id, patch):
     """Apply ``patch`` in one statement; return the user JSON of the row it wrote."""
-    row = db.Lookup('profile_update', queries['profile.update'], config).fetchone(
-        conn, user_id, orjson.dumps(patch).decode()
-    )
+    row = db.Lookup(
+        'profile_update', queries['profile.update'], config, UpdatedRow
+    ).fetchone(conn, user_id, orjson.dumps(patch).decode())
     if row is None:
         raise errors.Unauthenticated()  # erased since the access rules let it in
-    doc, now = row
-    return userdoc.render_text(doc, userdoc.from_epoch(now), config.avatar_url_prefix)
+    return userdoc.render_text(
+        row.doc, userdoc.from_epoch(row.now), config.avatar_url_prefix
+    )
 
 
 def remove_avatar(conn, queries, config, user_id):
@@ -282,7 +292,7 @@ def _changes_password(profile):
 
 def _normalised_email(profile):
     email = profile.get('email')
-    return email.strip().lower() if isinstance(email, str) else None
+    return addresses.normalise(email) if isinstance(email, str) else None
 
 
 def _check(config, validator, doc, profile, user, checks):

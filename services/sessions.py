@@ -23,11 +23,11 @@ class PasswordChanged(Exception):
     """The password verified a moment ago is no longer the user's (or MFA came on)."""
 
 
-class Issued(tuple):
-    """``(token, client, expires_at)`` of a new session; ``.id`` is the session's id."""
+class Issued(tokens.Session):
+    """A new session's token headers; ``.id`` is the session's id."""
 
     def __new__(cls, token, client, expires_at, session_id):
-        issued = super().__new__(cls, (token, client, expires_at))
+        issued = super().__new__(cls, token, client, expires_at)
         issued.id = session_id
         return issued
 
@@ -82,7 +82,7 @@ def issue(
             'sso_sub': sso and sso['sso_sub'],
         },
     ).fetchone()
-    return Issued(token, client, issued['expires_at'], issued['id'])
+    return Issued(token, client, issued['expires_at'].timestamp(), issued['id'])
 
 
 def refuse_locked_out(conn, queries, user_id):

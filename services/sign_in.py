@@ -52,7 +52,7 @@ class Outcome:
     (sessions.Issued) for ``uid``, with ``document``, the user JSON."""
 
     challenge: dict | None = None
-    session: tuple | None = None
+    session: sessions.Issued | None = None
     uid: str | None = None
     document: str | None = None
 
@@ -288,7 +288,7 @@ def confirm(pool, queries, config, doc, facts, presented):
             config,
             row['user_id'],
             reason='email_confirmation' if row['changed_address'] else 'confirmation',
-            keep_client=session and session[1],
+            keep_client=session and session.client,
             facts=facts,
             session_id=session and session.id,
         )
@@ -349,7 +349,7 @@ def reset_password(pool, queries, config, validator, doc, facts):
                 config,
                 user['id'],
                 doc['password'],
-                keep_client=session and session[1],
+                keep_client=session and session.client,
                 confirm=True,
                 reason='password_reset',
                 facts=facts,

@@ -21,8 +21,8 @@ import re
 import webtest
 
 import app as app_module
-from middleware.auth import IMPLIED
-from middleware.auth import SCOPES
+from middleware.access import IMPLIED
+from middleware.access import SCOPES
 from tests.test_access_tokens import bearer
 from tests.test_access_tokens import insufficient
 from tests.test_access_tokens import NEEDS_SESSION

@@ -13,7 +13,7 @@ import pytest
 import webtest
 
 import app as app_module
-from middleware.auth import SCOPES
+from middleware.access import SCOPES
 from services import personal_tokens
 from services import sessions
 from tests.support.users import insert_personal_tokens

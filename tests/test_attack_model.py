@@ -1,4 +1,4 @@
-"""A machine that attacks the ownership model of SPEC 3.4 (issue 18, item 3).
+"""A machine that attacks the ownership model of SPEC 3.4.
 
 Two actors, an owner and an attacker, act in any order through the public API over
 real HTTP (gunicorn, mail through the outbox worker to a real SMTP sink). The attacker
@@ -9,8 +9,8 @@ integration (the owner's api_access_token), or an integration with one of the ow
 personal access tokens (SPEC 17). Each actor reads only the mailboxes the model gives
 him; either may mint personal access tokens with the sessions he holds.
 
-A third party, the administrator of a team account the owner belongs to (issue 21,
-SPEC 18), may at any time suspend the owner there, or in every account of his (a
+A third party, the administrator of a team account the owner belongs to (SPEC 18),
+may at any time suspend the owner there, or in every account of his (a
 lockout), and reactivate him. While the owner's team membership is suspended nothing
 the attacker holds reaches the team account; once locked out, nothing held then ever
 acts as the owner again, reactivation included, and no password signs in as him until

@@ -414,7 +414,7 @@ def test_a_photo_of_several_megabytes_through_real_gunicorn(
         assert stored.size == (512, 512)
 
 
-# Issue 10: decoding costs bounded before it starts (services/avatars.py,
+# Decoding costs bounded before it starts (services/avatars.py,
 # docs/performance.md).
 
 

@@ -1,4 +1,4 @@
-"""Issue 5: concurrent requests of one user, with real threads against real gunicorn."""
+"""Concurrent requests of one user, with real threads against real gunicorn."""
 
 import threading
 import time

@@ -1,4 +1,4 @@
-"""The credential lifecycle of SPEC 3.3, end to end: no account takeover (issue 10).
+"""The credential lifecycle of SPEC 3.3, end to end: no account takeover.
 
 The takeover scenarios run over real HTTP against gunicorn, with mail delivered by the
 outbox worker to a real SMTP server; the links are taken from the messages received.

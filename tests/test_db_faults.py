@@ -1,7 +1,7 @@
 """PostgreSQL restarted or stopped under load: 503s with Retry-After, never a 500 or a
 hang, and recovery without restarting gunicorn (a private cluster, so the shared
 server the other tests use is never touched). Each test runs twice: gunicorn straight
-on the cluster, and through a private PgBouncer in transaction mode (issue 14), where a
+on the cluster, and through a private PgBouncer in transaction mode (SPEC 16), where a
 PgBouncer restart must be survived too."""
 
 import threading

@@ -102,7 +102,7 @@ def test_sign_up_sign_in_and_account_endpoints_over_http(gunicorn_url, make_user
     assert http('GET', gunicorn_url + '/api/v1/profile', headers=headers).status == 200
 
 
-# Issue 10: header names with underscores, and gunicorn's own error pages.
+# Header names with underscores, and gunicorn's own error pages.
 
 
 def test_api_access_token_still_works_with_underscores_dropped(gunicorn_url, make_user):

@@ -281,7 +281,7 @@ def test_neither_the_smtp_password_nor_a_link_reaches_the_log_or_the_outbox(
     conn.execute("UPDATE mail_outbox SET status = 'failed' WHERE id = %s", (mail_id,))
 
 
-# --- SMTP over TLS (issue 10) ---------------------------------------------------------
+# --- SMTP over TLS -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

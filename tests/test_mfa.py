@@ -454,7 +454,7 @@ def test_a_recovery_code_is_read_in_any_case_and_works_once(testapp, make_user):
     )
 
 
-def test_recovery_codes_of_before_migration_0010_still_work(testapp, make_user, conn):
+def test_recovery_codes_of_before_migration_0013_still_work(testapp, make_user, conn):
     """The 24-character codes of 0009 were stored as bare SHA-256 (salt NULL): kept
     valid."""
     user = make_user()
@@ -1192,7 +1192,7 @@ def test_enforced_mfa_also_holds_where_credentials_are_optional(
     testapp.get('/auth/validate_token', status=401)
 
 
-# The reference dashboard 4.15 and mobile app (issue 18): empty codes, the session cap,
+# The reference dashboard 4.15 and mobile app: empty codes, the session cap,
 # and the link that undoes an enablement.
 
 FIREFOX = (

@@ -1,4 +1,4 @@
-"""Migrations never change once on main (issue 17): pinned checksums, manage.py
+"""Migrations never change once on main: pinned checksums, manage.py
 migrate's refusal and --status, sql/schema.sql, and an upgrade from the oldest
 supported level."""
 
@@ -26,6 +26,8 @@ import tokens
 
 # The sha256 of every migration on main. A migration on main never changes: a fix is a
 # new file, and a new file adds its line here (sha256sum sql/migrations/NNNN_*.sql).
+# 0007 and 0010 were never on main (0013 was written as 0010 on a branch and took the
+# next free number when it merged): a gap stays, as every number is the next after main.
 PINNED = {
     '0001_initial.sql': 'bddad73d8054fe643ea3ab2cda5dc80b5b7ea2cecec72dfed32ff3e8956fb627',  # noqa: E501
     '0002_email_checks_independent_of_locale.sql': '848fd1451a2bc7cb8dce7e4c28f62f316837e19e2beffdc1caae16c95baa46f1',  # noqa: E501

@@ -1,4 +1,4 @@
-"""Who owns an account (SPEC 3.4, issue 18): the holder of its confirmed mailbox.
+"""Who owns an account (SPEC 3.4): the holder of its confirmed mailbox.
 
 Each test is the reproduction of a path the security review found, end to end over
 HTTP; the takeover scenarios run against gunicorn with mail delivered to a real SMTP

@@ -950,7 +950,7 @@ def test_an_address_outside_ascii_is_invalid(testapp, conn, agent):
     assert stored(conn, agent.id) == before
 
 
-# --- the ui_settings cap (issue 10) ---------------------------------------------------
+# --- the ui_settings cap ------------------------------------------------------------
 
 UI_SETTINGS_TOO_LARGE = {
     'message': 'Ui settings is too large',

@@ -1,4 +1,4 @@
-"""No input gets a 500: requests generated from /api/v1/openapi.json (issue 5).
+"""No input gets a 500: requests generated from /api/v1/openapi.json.
 
 schemathesis generates valid and invalid requests for every operation from the same
 schema files the app validates with, with and without credentials; every answer must be
@@ -122,7 +122,7 @@ def test_no_input_gets_a_500_signed_in(case, admin, fresh_token):
     # past the membership check; invalid ones stay as generated.
     if _valid_id((case.path_parameters or {}).get('account_id')):
         case.path_parameters['account_id'] = admin.account_id
-    # A member's sessions (issue 12): the caller is a member of its own account, so
+    # A member's sessions (SPEC 13): the caller is a member of its own account, so
     # valid user ids reach the revocation rather than the 404 of a stranger.
     if _valid_id((case.path_parameters or {}).get('user_id')):
         case.path_parameters['user_id'] = admin.id

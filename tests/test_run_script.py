@@ -2,7 +2,7 @@
 them.
 
 The copy shares this checkout's virtualenv (a symlink), so nothing is reinstalled. It
-lives under pytest's 0700 temporary directory. As root (issue 17), scripts/run serves as
+lives under pytest's 0700 temporary directory. As root, scripts/run serves as
 the user frontdesk, which cannot enter it: scripts/run says so in one line; the copy
 then moves to a 0750 directory of frontdesk's group under /var/tmp, which the postgres
 user still cannot enter, so the embedded cluster's home is outside the checkout.
@@ -35,7 +35,7 @@ from tests.support.servers import http
 from tests.support.users import unique_email
 
 PASSWORD = 'a long passphrase'
-# scripts/run's unprivileged user when started as root (issue 17).
+# scripts/run's unprivileged user when started as root.
 APP_USER = 'frontdesk'  # what scripts/app-user prints
 
 

@@ -1,4 +1,4 @@
-"""Single sign-on end to end (SPEC 19, issue 31's "Done when"): real gunicorn, the
+"""Single sign-on end to end (SPEC 19): real gunicorn, the
 suite's real OpenID Connect provider (tests/support/oidc_provider.py), a person's
 browser (tests/support/sso_browser.py), real SMTP where mail matters, and nginx with
 deploy/nginx.conf in front for the reverse-proxy case.

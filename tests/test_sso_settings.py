@@ -1,4 +1,4 @@
-"""An account's single sign-on settings (SPEC 19, issue 31): GET, PUT, DELETE
+"""An account's single sign-on settings (SPEC 19): GET, PUT, DELETE
 /api/v1/accounts/{id}/sso_settings for administrators with a session; the issuer's
 discovery read from a forged provider on loopback (tests/support/fake_idp.py) and
 refused for every fault; no call to a private or special-use address; the proof of a

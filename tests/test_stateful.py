@@ -1,4 +1,4 @@
-"""A stateful Schemathesis run with every check against real gunicorn (issue 20).
+"""A stateful Schemathesis run with every check against real gunicorn.
 
 Schemathesis infers links between the operations from the document (an account id from
 a user, a session id from the list of sessions...) and walks them, each request with a

@@ -1,4 +1,4 @@
-"""Suspending a member (SPEC 18, issue 21): the account answers 403 to them, a member
+"""Suspending a member (SPEC 18): the account answers 403 to them, a member
 with no active membership left is locked out, reactivation lets them sign in again and
 brings no token back; the agents list; every route of the table refuses a suspended
 member; a suspension racing a sign-in."""

@@ -1,4 +1,4 @@
-"""Two gunicorn instances behind one nginx upstream, on one database (issue 5 item 6).
+"""Two gunicorn instances behind one nginx upstream, on one database.
 
 Everything an instance keeps (tokens, rate-limit counters, the mail outbox) lives in
 PostgreSQL, so a second instance must change nothing a client or an operator sees.

@@ -4,7 +4,8 @@ VALUES (%(name)s, %(locale)s)
 RETURNING id;
 
 -- name: document
--- Run through db.Lookup (GET /api/v1/accounts/{id}, a hot endpoint): $1 is the account id.
+-- Run through db.Lookup into resources/accounts.py's DocumentRow (GET
+-- /api/v1/accounts/{id}, a hot endpoint): $1 is the account id.
 SELECT account_json(a)::text AS doc
   FROM accounts a
  WHERE a.id = $1;

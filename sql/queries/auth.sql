@@ -5,11 +5,11 @@
 -- function runs per read. A session idle past SESSION_IDLE_TIMEOUT_MINUTES is found
 -- here too and recorded as expired by expire_idle (middleware/auth.py), so the common
 -- case stays a read.
--- Run through db.Lookup (libpq directly, $1 placeholders): the columns arrive as text,
--- times as seconds since the epoch.
-SELECT t.id, t.client, extract(epoch FROM t.expires_at),
-       extract(epoch FROM now() - t.last_used_at), t.used, extract(epoch FROM now()),
-       u.doc
+-- Run through db.Lookup (libpq directly, $1 placeholders) into middleware/auth.py's
+-- TokenRow, which names these columns in this order: times as seconds since the epoch.
+SELECT t.id, t.client, extract(epoch FROM t.expires_at) AS expires_at,
+       extract(epoch FROM now() - t.last_used_at) AS idle_for, t.used,
+       extract(epoch FROM now()) AS now, u.doc
   FROM user_tokens t
   JOIN users u ON u.id = t.user_id
  WHERE t.token_digest = $1
@@ -29,8 +29,8 @@ UPDATE user_tokens
 -- The profile's access_token (api_access_token), by value (users_access_token_key): the
 -- user's stored document (migration 0014), as user_for_token returns it; it also carries
 -- the accounts that retired this token (_legacy_refused, SPEC 17).
--- Run through db.Lookup: the columns arrive as text.
-SELECT extract(epoch FROM now()), u.doc
+-- Run through db.Lookup into middleware/auth.py's AccessTokenRow.
+SELECT extract(epoch FROM now()) AS now, u.doc
   FROM users u
  WHERE u.access_token = $1;
 
@@ -38,12 +38,13 @@ SELECT extract(epoch FROM now()), u.doc
 -- A personal access token (SPEC 17), by digest (personal_access_tokens_token_digest_key),
 -- live only, and its user's stored document: the roles in it are the ones a session gets,
 -- so an account the user no longer belongs to is one the token no longer reaches (its
--- scopes and account_ids narrow that, middleware/auth.py). stale: its last use is due to
+-- scopes and account_ids narrow that, middleware/access.py). stale: its last use is due to
 -- be written (touch_personal_token), at most every 5 minutes, so reads stay reads.
--- Run through db.Lookup: the columns arrive as text (scopes and account_ids as JSON).
-SELECT p.id, array_to_json(p.scopes), array_to_json(p.account_ids),
-       p.last_used_at IS NULL OR p.last_used_at <= now() - interval '5 minutes',
-       extract(epoch FROM now()), u.doc
+-- Run through db.Lookup into middleware/auth.py's PersonalTokenRow (scopes and
+-- account_ids as JSON).
+SELECT p.id, array_to_json(p.scopes) AS scopes, array_to_json(p.account_ids) AS account_ids,
+       p.last_used_at IS NULL OR p.last_used_at <= now() - interval '5 minutes' AS stale,
+       extract(epoch FROM now()) AS now, u.doc
   FROM personal_access_tokens p
   JOIN users u ON u.id = p.user_id
  WHERE p.token_digest = $1

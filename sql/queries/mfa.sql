@@ -66,7 +66,7 @@ SELECT %(user_id)s, digest, %(salt)s
 RETURNING id;
 
 -- name: unused_recovery_codes
--- salt is NULL for the 24-character codes of before migration 0010 (SHA-256 digests).
+-- salt is NULL for the 24-character codes of before migration 0013 (SHA-256 digests).
 SELECT id, code_digest, salt
   FROM mfa_recovery_codes
  WHERE user_id = %(user_id)s

@@ -58,8 +58,9 @@ UPDATE users u
        updated_at = now()
   FROM (SELECT $2::jsonb AS p) AS patch
  WHERE u.id = $1
--- Run through db.Lookup (services/profiles.py): the time as seconds since the epoch.
-RETURNING u.doc, extract(epoch FROM now());
+-- Run through db.Lookup into services/profiles.py's UpdatedRow: the time as seconds
+-- since the epoch.
+RETURNING u.doc, extract(epoch FROM now()) AS now;
 
 -- name: recent_email_changes
 -- The e-mail changes of the last 24 hours (SPEC 3.3: at most 5), and when the oldest of the
