@@ -1,7 +1,7 @@
 """PostgreSQL restarted or stopped under load: 503s with Retry-After, never a 500 or a
 hang, and recovery without restarting gunicorn (a private cluster, so the shared
 server the other tests use is never touched). Each test runs twice: gunicorn straight
-on the cluster, and through a private PgBouncer in transaction mode (issue 14), where a
+on the cluster, and through a private PgBouncer in transaction mode, where a
 PgBouncer restart must be survived too."""
 
 import threading
@@ -43,8 +43,13 @@ def route(request, cluster):
 
 
 @pytest.fixture(scope='module')
-def service(route, base_env):
-    env = {**base_env, 'DATABASE_URL': route.url, **route.env, 'DB_POOL_TIMEOUT': '3'}
+def service(route, service_env):
+    env = {
+        **service_env,
+        'DATABASE_URL': route.url,
+        **route.env,
+        'DB_POOL_TIMEOUT': '3',
+    }
     with run_gunicorn(env, workers=2) as base:
         signup = http(
             'POST',
