@@ -3,6 +3,11 @@
 Tests commit for real (the house style's per-test rollback cannot serve the tests
 that run gunicorn in another process), so every test makes its own users and
 accounts with unique addresses and asserts only on those.
+
+scripts/test runs the suite in several pytest-xdist workers at once. Each is a pytest
+session of its own, so each has its own of every session fixture here: database, role,
+PgBouncer, gunicorn, OpenID provider, temporary directories; every port is one the
+system gave as free. Nothing a test makes may have a fixed name or place.
 """
 
 import hypothesis
@@ -44,6 +49,23 @@ hypothesis.settings.register_profile(
     suppress_health_check=list(hypothesis.HealthCheck),
 )
 
+
+@pytest.hookimpl(tryfirst=True)  # before -m pgbouncer selects by it
+def pytest_collection_modifyitems(items):
+    """Mark pgbouncer every test given the service's database (``database_url``, also
+    behind ``base_env``, ``pool``, ``testapp``, ``make_user``, ``gunicorn_url``...):
+    scripts/test runs the marked tests a second time with that URL at PgBouncer in
+    transaction mode. The app in process, gunicorn, manage.py and the mail worker all
+    reach the database through it, so a new test of any of them is in that pass without
+    anyone listing it, and a test it would not change (no service database: validators,
+    style, a cluster or database of the test's own) is not run twice. A test that
+    reaches the service's database some other way carries @pytest.mark.pgbouncer
+    itself."""
+    for item in items:
+        if 'database_url' in getattr(item, 'fixturenames', ()):
+            item.add_marker(pytest.mark.pgbouncer)
+
+
 _unchecked_do_request = webtest.TestApp.do_request
 
 
@@ -79,10 +101,6 @@ def app_database_url(direct_database_url):
         yield url
 
 
-# --- issue 14: the suite through PgBouncer in transaction mode ------------------------
-# With FRONTDESK_VIA_PGBOUNCER=1 (VIA_PGBOUNCER, tests/support/database.py).
-
-
 @pytest.fixture(scope='session')
 def pgbouncer(app_database_url):
     """A private PgBouncer in transaction mode in front of the tests' PostgreSQL, for
@@ -94,14 +112,13 @@ def pgbouncer(app_database_url):
 
 @pytest.fixture(scope='session')
 def database_url(request, direct_database_url, app_database_url):
-    """The database as the service is given it: direct, or through PgBouncer."""
+    """The database as the service is given it: direct, or, in scripts/test's second
+    pass (FRONTDESK_VIA_PGBOUNCER=1), through PgBouncer in transaction mode. Every test
+    that depends on it is in that pass (pytest_collection_modifyitems above)."""
     if not VIA_PGBOUNCER:
         return app_database_url
     dbname = psycopg.conninfo.conninfo_to_dict(direct_database_url)['dbname']
     return request.getfixturevalue('pgbouncer').url(dbname)
-
-
-# --- end issue 14 ---------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -117,19 +134,28 @@ def avatar_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
-def base_env(database_url, direct_database_url, avatar_dir):
-    """The environment every app and gunicorn in the tests starts from."""
+def service_env(avatar_dir):
+    """The service's settings besides its database, for the tests that give it a
+    database of their own (so they are not in the PgBouncer pass for nothing)."""
     return {
-        'DATABASE_URL': database_url,
         'BCRYPT_ROUNDS': '4',
         'RATE_LIMITS': 'off',
         'AVATAR_DIR': str(avatar_dir),
         'FRONTEND_URL': 'http://frontdesk.test',
+        # 32 bytes, so MFA is available (SPEC 12); tests of its absence drop it.
+        'SECRET_KEY': TEST_SECRET_KEY,
+    }
+
+
+@pytest.fixture(scope='session')
+def base_env(service_env, database_url, direct_database_url):
+    """The environment every app and gunicorn in the tests starts from."""
+    return {
+        **service_env,
+        'DATABASE_URL': database_url,
         # Migrations and manage.py prune: the owner, directly.
         'MIGRATE_DATABASE_URL': direct_database_url,
         **pooler_env(),
-        # 32 bytes, so MFA is available (SPEC 12); tests of its absence drop it.
-        'SECRET_KEY': TEST_SECRET_KEY,
     }
 
 

@@ -1,4 +1,4 @@
-"""A private PgBouncer in transaction mode in front of a test database (issue 14).
+"""A private PgBouncer in transaction mode in front of a test database.
 
 Debian's ``pgbouncer`` package (scripts/bootstrap's install_pgbouncer) gives the binary;
 nothing of the system's is used. The configuration is deploy/pgbouncer.ini with its EDIT

@@ -43,8 +43,13 @@ def route(request, cluster):
 
 
 @pytest.fixture(scope='module')
-def service(route, base_env):
-    env = {**base_env, 'DATABASE_URL': route.url, **route.env, 'DB_POOL_TIMEOUT': '3'}
+def service(route, service_env):
+    env = {
+        **service_env,
+        'DATABASE_URL': route.url,
+        **route.env,
+        'DB_POOL_TIMEOUT': '3',
+    }
     with run_gunicorn(env, workers=2) as base:
         signup = http(
             'POST',

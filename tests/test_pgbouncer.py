@@ -1,7 +1,7 @@
-"""Through PgBouncer in transaction mode (issue 14, SPEC 16): why
-DB_PREPARED_STATEMENTS exists, and that migrations go direct. The HTTP tests themselves
-run through PgBouncer in scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1,
-tests/conftest.py)."""
+"""Through PgBouncer in transaction mode (SPEC 16): why DB_PREPARED_STATEMENTS exists,
+and that migrations go direct. Every test given the service's database runs through
+PgBouncer in scripts/test's second pass (FRONTDESK_VIA_PGBOUNCER=1, the pgbouncer mark
+of tests/conftest.py)."""
 
 import uuid
 
@@ -149,3 +149,13 @@ def test_migrate_through_a_transaction_pooler_stops_instead_of_running_unlocked(
         bouncer.destroy()
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE {name} WITH (FORCE)')
+
+
+def test_a_test_given_the_services_database_is_in_the_pgbouncer_pass(request, testapp):
+    """scripts/test's second pass takes the tests marked pgbouncer: one that drives the
+    app on the service's database is among them without being listed anywhere."""
+    assert request.node.get_closest_marker('pgbouncer') is not None
+
+
+def test_a_test_without_the_services_database_runs_once(request, tmp_path):
+    assert request.node.get_closest_marker('pgbouncer') is None

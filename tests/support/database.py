@@ -21,7 +21,8 @@ def database_url_for(admin_url, name):
 
 @contextlib.contextmanager
 def new_database(prefix='frontdesk_test', migrate=True):
-    """A database of its own on TEST_DATABASE_URL's server; dropped afterwards."""
+    """A database of its own on TEST_DATABASE_URL's server; dropped afterwards. Named
+    at random: the pytest-xdist workers of scripts/test share the server."""
     name = f'{prefix}_{uuid.uuid4().hex[:12]}'
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE {name}')
@@ -55,9 +56,9 @@ def app_role(owner_url):
             admin.execute(f'DROP ROLE {name}')
 
 
-# Issue 14: FRONTDESK_VIA_PGBOUNCER=1 (scripts/test's second pass): the app, the CLI and
-# the mail worker reach the database through a private PgBouncer (tests/pgbouncer.py)
-# with DB_PREPARED_STATEMENTS=off, as SPEC 16 deploys it; migrations and the tests' own
+# FRONTDESK_VIA_PGBOUNCER=1 (scripts/test's second pass): the app, the CLI and the mail
+# worker reach the database through a private PgBouncer (tests/pgbouncer.py) with
+# DB_PREPARED_STATEMENTS=off, as SPEC 16 deploys it; migrations and the tests' own
 # look-ups (``conn``) stay direct.
 VIA_PGBOUNCER = os.environ.get('FRONTDESK_VIA_PGBOUNCER') == '1'
 
