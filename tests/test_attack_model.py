@@ -70,6 +70,8 @@ CODES_PER_USER = 2
 # The bounded run of the suite, per capability; `--hypothesis-profile=attack`
 # (tests/conftest.py) runs the long one.
 SUITE = {'max_examples': 10, 'stateful_step_count': 12}
+# Not again through PgBouncer (tests/conftest.py): its requests are the other tests'.
+pytestmark = pytest.mark.direct_only
 CAPABILITIES = (
     'squatter',
     'stolen_session',
