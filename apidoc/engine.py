@@ -313,14 +313,7 @@ def _statuses(resource, method, level):
         if name not in statuses[status]:
             statuses[status].append(name)
 
-    if level in (
-        'user',
-        'session',
-        'enrolment',
-        'member',
-        'administrator',
-        'administrator_session',
-    ):
+    if level not in ('public', 'optional'):  # every other level of access.LEVELS
         add(401, 'unauthenticated')
     for name in _refusals(resource, method, level):
         add(403, name)
