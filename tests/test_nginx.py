@@ -299,7 +299,7 @@ def test_slow_upstream_is_a_json_504(workdir):
             answer = http('GET', proxy + '/healthz')
             elapsed = time.monotonic() - started
     assert answer.status == 504
-    assert elapsed < 5
+    assert elapsed < 30  # after read_timeout's 1 s, not never; wide for a loaded host
     assert answer.headers['content-type'] == 'application/json; charset=utf-8'
     assert answer.headers['retry-after'] == '5'
     assert answer.json == {'message': 'Service temporarily unavailable'}
