@@ -104,7 +104,9 @@ def restart_under_load(service, restartable):
     statuses = [answer.status for _, _, answer in answers]
     assert set(statuses) <= {200, 503}, sorted(set(statuses))
     for _, elapsed, answer in answers:
-        assert elapsed < 3 + 2  # never a hang past the pool timeout
+        # Never a hang past the pool's timeout: 3 s here (DB_POOL_TIMEOUT), 30 s when
+        # a checkout ignores it. 15 s tells the two apart on a loaded machine too.
+        assert elapsed < 15
         if answer.status == 503:
             assert answer.json == {'message': 'Service temporarily unavailable'}
             assert answer.headers['retry-after'] == '5'
@@ -123,7 +125,7 @@ def test_readyz_is_503_while_the_database_is_away(cluster, service):
         started = time.monotonic()
         ready = http('GET', base + '/readyz', timeout=10)
         assert ready.status == 503 and ready.json['database'] is False
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 15  # its 2 s, not a hang; see above
         profile = http('GET', base + '/api/v1/profile', headers=headers, timeout=10)
         assert profile.status == 503 and profile.headers['retry-after'] == '5'
         assert http('GET', base + '/healthz').status == 200
