@@ -889,6 +889,8 @@ CREATE INDEX accounts_deletion_due_idx ON public.accounts USING btree (deletion_
 
 CREATE INDEX audit_events_account_idx ON public.audit_events USING btree (account_id, id) WHERE (account_id IS NOT NULL);
 
+CREATE INDEX audit_events_actor_idx ON public.audit_events USING btree (actor_id) WHERE (actor_id IS NOT NULL);
+
 CREATE INDEX audit_events_created_at_idx ON public.audit_events USING btree (created_at);
 
 CREATE INDEX audit_events_subject_idx ON public.audit_events USING btree (subject_id, id);
@@ -896,6 +898,8 @@ CREATE INDEX audit_events_subject_idx ON public.audit_events USING btree (subjec
 CREATE INDEX email_change_requests_user_idx ON public.email_change_requests USING btree (user_id, created_at);
 
 CREATE INDEX mail_outbox_pending_idx ON public.mail_outbox USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+CREATE INDEX mail_outbox_unowned_to_address_idx ON public.mail_outbox USING btree (to_address) WHERE (user_id IS NULL);
 
 CREATE INDEX mail_outbox_user_id_idx ON public.mail_outbox USING btree (user_id) WHERE (user_id IS NOT NULL);
 

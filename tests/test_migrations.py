@@ -50,6 +50,7 @@ PINNED = {
     '0021_account_deletion.sql': '735de70acceafd9d36bad89a4a1d1956eab97b95a702227e64cc6986c47e94e8',  # noqa: E501
     '0022_mail_outbox_owner.sql': '85ccf0d357612a7eed49ca1f0b6acd8dda886f8083d5984a2d9b4b6dec27d40d',  # noqa: E501
     '0023_erase_user_trail_addresses.sql': 'ce4acb1cb5432536ad5412ef03fb33abcea0dcb1dd702e393f9f86e66ad92747',  # noqa: E501
+    '0024_export_and_erasure_read_by_index.sql': '2d282a12f77c3560f1b193cad83d9bd073c5b470b35d77de89a12a19d5ac91d3',  # noqa: E501
 }
 # The oldest level docs/operations.md promises an upgrade from.
 OLDEST_SUPPORTED = '0001_initial'

@@ -12,8 +12,9 @@
 -- links asked for an address no account had), those sent to the user's own address since
 -- the user exists. Not those to an address they only asked to move to: anyone may ask for
 -- any address, and would then read the subjects of mail nobody owns to it.
--- No index serves actor_id nor to_address: this reads both tables once, which a rare,
--- reauthenticated download may.
+-- Each of those two parts is two index scans, not a read of its table (migration 0024):
+-- audit_events_subject_idx or audit_events_actor_idx, mail_outbox_user_id_idx or
+-- mail_outbox_unowned_to_address_idx (so the address is compared as stored, no lower()).
 WITH u AS (
     SELECT * FROM users WHERE id = %(user_id)s
 ), events AS (
