@@ -60,9 +60,11 @@ def pytest_collection_modifyitems(items):
     anyone listing it, and a test it would not change (no service database: validators,
     style, a cluster or database of the test's own) is not run twice. A test that
     reaches the service's database some other way carries @pytest.mark.pgbouncer
-    itself. One marked direct_only is not: the attack machine replays, in generated
-    orders, requests whose statements the other tests already send through PgBouncer,
-    for a sixth of the suite's time."""
+    itself. One marked direct_only is not, when its subject is something PgBouncer
+    does not change and the statements it reaches are other tests' in that pass, each
+    module saying so: the attack machine (requests in generated orders), the contract
+    tools and the docs page (clients made from the document, a browser), the
+    reference dashboard's deletion code."""
     for item in items:
         if 'database_url' in getattr(
             item, 'fixturenames', ()

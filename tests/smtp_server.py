@@ -7,6 +7,7 @@ import dataclasses
 import email
 import email.message
 import email.policy
+import functools
 import os
 import re
 import ssl
@@ -29,8 +30,9 @@ class Received:
     rcpt_tos: list
     message: email.message.EmailMessage
 
-    @property
+    @functools.cached_property
     def text(self):
+        # Parsed once: each example of the attack machine reads the whole inbox again.
         return self.message.get_body(('plain',)).get_content()
 
     @property

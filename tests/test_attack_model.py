@@ -45,6 +45,7 @@ from hypothesis.stateful import rule
 from hypothesis.stateful import RuleBasedStateMachine
 from hypothesis.stateful import run_state_machine_as_test
 import psycopg
+from psycopg.rows import dict_row
 import pyotp
 import pytest
 
@@ -147,7 +148,10 @@ class AttackMachine(RuleBasedStateMachine):
     inbox = None
     mail_config = None
     queries = None
-    db_url = None
+    # Two connections held for the whole test, not one per look: the machine's own
+    # (as the database's owner) and the mail worker's (as the service's role).
+    db = None
+    mail_db = None
     starts_from = None  # one of CAPABILITIES, set per test (below)
     idp = None  # the owner's company provider (tests/support/fake_idp.py)
 
@@ -203,7 +207,7 @@ class AttackMachine(RuleBasedStateMachine):
 
     def sync_mail(self):
         """Deliver what the outbox holds; index the links of the new messages."""
-        outbox.run(self.mail_config, self.queries, once=True)
+        outbox.deliver_due(self.mail_db, self.queries, self.mail_config)
         for item in self.inbox.received[self.seen :]:
             self.seen += 1
             text = item.text
@@ -325,12 +329,11 @@ class AttackMachine(RuleBasedStateMachine):
         return answer
 
     def age_session(self, client):
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            conn.execute(
-                'UPDATE user_tokens SET authenticated_at = authenticated_at - %s'
-                ' WHERE client = %s',
-                (datetime.timedelta(hours=1), client),
-            )
+        self.db.execute(
+            'UPDATE user_tokens SET authenticated_at = authenticated_at - %s'
+            ' WHERE client = %s',
+            (datetime.timedelta(hours=1), client),
+        )
 
     # --- the capabilities ---------------------------------------------------------
 
@@ -392,12 +395,11 @@ class AttackMachine(RuleBasedStateMachine):
             confirmed = self.confirm_with(owner, token)
             assert confirmed.status == 200, confirmed.body
             self.account_email = address
-            with psycopg.connect(self.db_url, autocommit=True) as conn:
-                conn.execute(
-                    'UPDATE one_time_tokens SET expires_at = now() - %s'
-                    " WHERE user_id = %s AND purpose LIKE '%%revert%%'",
-                    (datetime.timedelta(seconds=1), self.owner_user_id),
-                )
+            self.db.execute(
+                'UPDATE one_time_tokens SET expires_at = now() - %s'
+                " WHERE user_id = %s AND purpose LIKE '%%revert%%'",
+                (datetime.timedelta(seconds=1), self.owner_user_id),
+            )
             owner.boxes.remove(old)
             attacker.boxes.append(old)
             self.addresses.append(old)
@@ -1116,9 +1118,8 @@ class AttackMachine(RuleBasedStateMachine):
         )
 
     def sql(self, query, *args):
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            cursor = conn.execute(query, args)
-            return cursor.fetchall() if cursor.description else None
+        cursor = self.db.execute(query, args)
+        return cursor.fetchall() if cursor.description else None
 
     def administrator_acts(self, account_id, user_id, action):
         answer = self.call(
@@ -1282,20 +1283,19 @@ class AttackMachine(RuleBasedStateMachine):
         """The owner's company: an account whose provider speaks for his domain,
         with jit_provisioning (he becomes a member when he first signs in)."""
         if self.sso_account is None:
-            with psycopg.connect(self.db_url, autocommit=True) as conn:
-                self.sso_account = conn.execute(
-                    self.queries['accounts.insert'], {'name': 'Company', 'locale': 'en'}
-                ).fetchone()[0]
-                insert_provider(
-                    conn,
-                    self.mail_config,
-                    self.sso_account,
-                    self.idp.issuer,
-                    SSO_CLIENT,
-                    SSO_SECRET,
-                    [self.owner.boxes[0].rpartition('@')[2]],
-                    jit_provisioning=True,
-                )
+            self.sso_account = self.db.execute(
+                self.queries['accounts.insert'], {'name': 'Company', 'locale': 'en'}
+            ).fetchone()[0]
+            insert_provider(
+                self.db,
+                self.mail_config,
+                self.sso_account,
+                self.idp.issuer,
+                SSO_CLIENT,
+                SSO_SECRET,
+                [self.owner.boxes[0].rpartition('@')[2]],
+                jit_provisioning=True,
+            )
         return self.sso_account
 
     def browser(self):
@@ -1549,31 +1549,28 @@ class AttackMachine(RuleBasedStateMachine):
 
     def address_mail_spent(self):
         """Has the owner's address had its 5 mails of this hour (SPEC 3.4)?"""
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            row = conn.execute(
-                'SELECT max(hits) FROM rate_limit_counters WHERE bucket = %s'
-                " AND window_start + interval '1 hour' > now()",
-                ('mail|to=' + self.account_email,),
-            ).fetchone()
+        row = self.db.execute(
+            'SELECT max(hits) FROM rate_limit_counters WHERE bucket = %s'
+            " AND window_start + interval '1 hour' > now()",
+            ('mail|to=' + self.account_email,),
+        ).fetchone()
         return row[0] is not None and row[0] > 5
 
     def address_taken(self):
         """Does an account have the owner's address as its e-mail?"""
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            row = conn.execute(
-                'SELECT 1 FROM users WHERE email = %s', (self.account_email,)
-            ).fetchone()
+        row = self.db.execute(
+            'SELECT 1 FROM users WHERE email = %s', (self.account_email,)
+        ).fetchone()
         return row is not None
 
     def reset_mail_suppressed(self):
         """Was the owner's reset request answered without a mail (SPEC 3.4's bound of
         5 mails per address and hour)?"""
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            row = conn.execute(
-                'SELECT status FROM mail_outbox WHERE to_address = %s'
-                ' ORDER BY id DESC LIMIT 1',
-                (self.account_email,),
-            ).fetchone()
+        row = self.db.execute(
+            'SELECT status FROM mail_outbox WHERE to_address = %s'
+            ' ORDER BY id DESC LIMIT 1',
+            (self.account_email,),
+        ).fetchone()
         return row is not None and row[0] == 'suppressed'
 
     def locked_out(self, answer, kind):
@@ -1588,12 +1585,11 @@ class AttackMachine(RuleBasedStateMachine):
             f'{kind}|user={self.owner_user_id}': budget.limit,
             f'{kind}_checks|user={self.owner_user_id}': budget.cap,
         }
-        with psycopg.connect(self.db_url, autocommit=True) as conn:
-            rows = conn.execute(
-                'SELECT bucket, max(hits) FROM rate_limit_counters'
-                ' WHERE bucket = ANY(%s) AND expires_at > now() GROUP BY bucket',
-                ([bucket for bucket, limit in spent.items() if limit],),
-            ).fetchall()
+        rows = self.db.execute(
+            'SELECT bucket, max(hits) FROM rate_limit_counters'
+            ' WHERE bucket = ANY(%s) AND expires_at > now() GROUP BY bucket',
+            ([bucket for bucket, limit in spent.items() if limit],),
+        ).fetchall()
         which = [bucket for bucket, hits in rows if hits >= spent[bucket]]
         assert which, ('a 429 with budget left', kind, rows)
         spent_kind = which[0].split('|')[0]
@@ -1723,13 +1719,13 @@ class AttackMachine(RuleBasedStateMachine):
         password checks (SPEC 3.4) within one example, and every later look would be a
         429 that proves nothing. The cap itself is tests/test_guessing.py's."""
         bucket = {'bucket': f'password_checks|user={self.owner_user_id}'}
-        with psycopg.connect(self.db_url) as conn:
-            conn.execute(
+        with self.db.transaction():
+            self.db.execute(
                 'DELETE FROM rate_limit_counters WHERE bucket = %(bucket)s AND hits = 1'
                 ' AND expires_at > now()',
                 bucket,
             )
-            conn.execute(
+            self.db.execute(
                 'UPDATE rate_limit_counters SET hits = hits - 1'
                 ' WHERE bucket = %(bucket)s AND hits > 1 AND expires_at > now()',
                 bucket,
@@ -1784,8 +1780,13 @@ def machine_world(base_env, direct_database_url, attack_url, attack_inbox, attac
         {**smtp_env(base_env, attack_inbox.port), **SSO_ENV}
     )
     AttackMachine.queries = db.load_queries()
-    AttackMachine.db_url = direct_database_url
-    yield AttackMachine
+    with (
+        psycopg.connect(direct_database_url, autocommit=True) as AttackMachine.db,
+        db.connect(
+            AttackMachine.mail_config, autocommit=True, row_factory=dict_row
+        ) as AttackMachine.mail_db,
+    ):
+        yield AttackMachine
     AttackMachine.starts_from = None
 
 

@@ -34,6 +34,10 @@ from tests.support.users import PASSWORD
 from tests.support.users import unique_email
 from tests.test_confirmations import queued_token
 
+# Once, directly (tests/conftest.py): the subject is the document and the clients the
+# tools make of it; what those clients send is what the sign-up, profile and account
+# tests send, through PgBouncer too.
+pytestmark = pytest.mark.direct_only
 TOOLS = CONTRACT_TOOLS
 BIN = TOOLS / 'node_modules' / '.bin'
 # No update checks or usage reports from Redocly: the tests reach no network.

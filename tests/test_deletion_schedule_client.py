@@ -20,6 +20,9 @@ from tests.support import ROOT
 from tests.test_chatwoot_clients import as_url
 from tests.test_chatwoot_clients import HARNESS
 
+# Once, directly (tests/conftest.py): the subject is the dashboard's own code; the
+# statements it reaches are tests/test_deletion_schedule.py's, through PgBouncer too.
+pytestmark = pytest.mark.direct_only
 DRIVER = ROOT / 'tests' / 'clients' / 'toggle_deletion.mjs'
 ENDPOINT = '/enterprise/api/v1/accounts/{}/toggle_deletion'
 MARKED = {'message': 'Account marked for deletion'}

@@ -20,9 +20,16 @@ from tests.support import CONTRACT_TOOLS
 from tests.support.servers import http
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason='chromium is not installed (scripts/bootstrap installs it)'
-)
+# Once, directly (tests/conftest.py): the subject is the page and its script in a
+# browser; what "Try it out" sends is what the sign-in and profile tests send, through
+# PgBouncer too.
+pytestmark = [
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason='chromium is not installed (scripts/bootstrap installs it)',
+    ),
+    pytest.mark.direct_only,
+]
 
 
 def render(url, tmp_path):
