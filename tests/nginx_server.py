@@ -6,7 +6,6 @@ from http.client import HTTPConnection
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -15,6 +14,8 @@ import urllib.parse
 import pytest
 
 from tests.support import ROOT
+from tests.support.processes import listening
+from tests.support.processes import wait_ready
 from tests.support.servers import free_port
 
 SITE = ROOT / 'deploy' / 'nginx.conf'
@@ -80,20 +81,6 @@ def render_site(upstream, port, avatar_dir, access_log, read_timeout='60s'):
     return text
 
 
-def wait_for_port(port, proc, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f'nginx exited with {proc.returncode}')
-        with (
-            contextlib.suppress(OSError),
-            socket.create_connection(('127.0.0.1', port), timeout=1),
-        ):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f'nginx did not listen on {port} within {timeout} s')
-
-
 @contextlib.contextmanager
 def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
     """Start nginx with the rendered site; yield (base URL, access log path)."""
@@ -122,7 +109,7 @@ def run_nginx(workdir, upstream, avatar_dir, read_timeout='60s'):
     )
     try:
         try:
-            wait_for_port(port, proc)
+            wait_ready(proc, lambda: listening(port), 'nginx')
         except (RuntimeError, TimeoutError) as ex:
             proc.kill()
             errors = proc.communicate()[1].decode(errors='replace')

@@ -17,13 +17,14 @@ import pwd
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.parse
 
 import psycopg
+
+from tests.support.processes import listening
+from tests.support.processes import wait_ready
 
 BINARY = '/usr/sbin/pgbouncer'
 USER = 'postgres'
@@ -110,7 +111,7 @@ class PgBouncer:
             f'@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}'
         )
 
-    def start(self, timeout=10):
+    def start(self):
         user = (
             {'user': USER, 'group': USER, 'extra_groups': []} if self._as_root else {}
         )
@@ -121,21 +122,11 @@ class PgBouncer:
             stderr=subprocess.DEVNULL,
             **user,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f'pgbouncer exited with {self.proc.returncode}: {self.tail()}'
-                )
-            try:
-                socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
-                return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f'pgbouncer did not listen within {timeout} s: {self.tail()}'
-                    ) from None
-                time.sleep(0.05)
+        try:
+            wait_ready(self.proc, lambda: listening(self.port), 'pgbouncer')
+        except (RuntimeError, TimeoutError) as ex:
+            raise RuntimeError(f'{ex}: {self.tail()}') from None
+        return self
 
     def stop(self):
         """Immediate shutdown (SIGTERM in 1.18): every client connection is closed."""

@@ -21,9 +21,9 @@ import dataclasses
 import pathlib
 import re
 import subprocess
-import time
 
 from tests.support import ROOT
+from tests.support.processes import wait_ready
 from tests.support.sso_browser import SsoBrowser
 
 OIDC_PROVIDER = ROOT / 'tests' / 'oidc_provider'
@@ -75,21 +75,20 @@ _LISTENING = re.compile(
 )
 
 
-def _issuer_once_listening(proc, log_path, timeout=30.0):
+def _issuer_once_listening(proc, log_path):
     """The issuer the provider prints once it listens (on the port the system gave
     it: no other process can take a port between its choice and the bind)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def printed():
         found = _LISTENING.search(log_path.read_bytes())
-        if found:
-            return found.group(1).decode()
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f'oidc-provider exited with {proc.returncode}: '
-                + log_path.read_text(errors='replace')[-2000:]
-            )
-        time.sleep(0.05)
-    raise TimeoutError(f'oidc-provider did not listen within {timeout} s')
+        return found and found.group(1).decode()
+
+    try:
+        return wait_ready(proc, printed, 'oidc-provider')
+    except (RuntimeError, TimeoutError) as ex:
+        raise RuntimeError(
+            f'{ex}: ' + log_path.read_text(errors='replace')[-2000:]
+        ) from None
 
 
 @contextlib.contextmanager

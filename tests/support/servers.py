@@ -6,13 +6,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from tests import contract
 from tests.support import ROOT
+from tests.support.processes import wait_ready
 
 
 def free_port():
@@ -21,20 +21,13 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def wait_for(url, timeout=20.0, proc=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(
-                f'process exited with {proc.returncode} before {url} answered'
-            )
-        try:
-            with urllib.request.urlopen(url, timeout=1) as answer:
-                if answer.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f'{url} did not answer within {timeout} s')
+def answers_200(url):
+    """True once a GET of ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=1) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -57,7 +50,7 @@ def run_gunicorn(env, workers=2, port=None, log_path=None):
     )
     base = f'http://127.0.0.1:{port}'
     try:
-        wait_for(base + '/healthz', proc=proc)
+        wait_ready(proc, lambda: answers_200(base + '/healthz'), 'gunicorn')
         yield base
     finally:
         proc.terminate()
