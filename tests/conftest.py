@@ -70,6 +70,16 @@ def pytest_collection_modifyitems(items):
             item, 'fixturenames', ()
         ) and not item.get_closest_marker('direct_only'):
             item.add_marker(pytest.mark.pgbouncer)
+    # The longest first (a stable sort: the rest keep their order, a module's tests
+    # together). A run is as long as its last test's end: a 40 s test taken last keeps
+    # the other workers idle, taken first it overlaps everything else. scripts/
+    # pytest-passes hands tests out one at a time (--maxschedchunk 1), so the long ones
+    # go to different workers.
+    items.sort(key=lambda item: -_seconds(item.get_closest_marker('long')))
+
+
+def _seconds(long):
+    return long.args[0] if long else 0
 
 
 _unchecked_do_request = webtest.TestApp.do_request

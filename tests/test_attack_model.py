@@ -1896,6 +1896,7 @@ KNOWN_TAKEOVERS = {
 }
 
 
+@pytest.mark.long(20)
 @pytest.mark.parametrize('capability', CAPABILITIES)
 def test_the_owner_keeps_the_account_whatever_the_attacker_starts_from(
     request, machine_world, capability

@@ -119,6 +119,7 @@ def harness_passes(base, database_url, harness_env=None):
     return lines, int(tally.group(2))
 
 
+@pytest.mark.long(30)
 def test_the_reference_clients_pass_every_check(
     fresh_database_url, avatar_dir, tmp_path
 ):
@@ -139,6 +140,7 @@ def test_the_reference_clients_pass_every_check(
     assert f'cross-origin allowed for {DASHBOARD_ORIGIN}' in verdict, verdict
 
 
+@pytest.mark.long(180)
 def test_the_reference_mfa_and_sessions_pages_pass_every_check(
     fresh_database_url, avatar_dir, tmp_path
 ):
@@ -160,6 +162,7 @@ def test_the_reference_mfa_and_sessions_pages_pass_every_check(
     assert checks >= MFA_CHECKS_AT_LEAST, lines[-1]
 
 
+@pytest.mark.long(30)
 def test_the_reference_login_page_finishes_single_sign_on(
     fresh_database_url, avatar_dir, oidc_provider, tmp_path
 ):

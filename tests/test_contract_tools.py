@@ -129,6 +129,7 @@ def test_redocly_recommended_finds_no_error(published):
 # --- openapi-typescript and openapi-fetch ---------------------------------------------
 
 
+@pytest.mark.long(20)
 def test_a_typescript_client_compiles_under_strict_and_runs(
     published, gunicorn_url, admin, tmp_path
 ):

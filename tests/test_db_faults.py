@@ -75,6 +75,7 @@ def hammer(base, headers, stop, answers):
         answers.append((started, time.monotonic() - started, answer))
 
 
+@pytest.mark.long(15)
 def test_restart_under_load_gives_503s_then_recovers(cluster, route, service):
     # PostgreSQL on both routes; then, through PgBouncer, PgBouncer itself.
     for restartable in filter(None, (cluster, route.bouncer)):

@@ -76,6 +76,7 @@ def drive(harness, base, database_url):
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.long(12)
 def test_the_dashboards_delete_account_schedules_shows_and_cancels(
     harness, gunicorn_url, direct_database_url, conn
 ):

@@ -98,6 +98,7 @@ def test_the_docs_assets_are_served_and_nothing_else(gunicorn_url):
         }, name
 
 
+@pytest.mark.long(15)
 def test_signing_in_on_the_page_authorizes_every_later_try_it_out(
     gunicorn_url, admin, tmp_path
 ):

@@ -226,6 +226,7 @@ def latest_mail(mail_dir, to, timeout=20):
     raise AssertionError(f'no mail to {to} in {mail_dir}')
 
 
+@pytest.mark.long(15)
 def test_a_newcomer_signs_up_confirms_and_signs_in_on_a_fresh_scripts_run(tmp_path):
     hba_before = system_hba_files()
     copy = fresh_copy(tmp_path)

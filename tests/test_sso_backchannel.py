@@ -445,6 +445,7 @@ def test_a_provider_posts_without_origin_and_a_cross_site_form_changes_nothing(
     assert not alive(app, session)
 
 
+@pytest.mark.long(15)
 def test_posts_are_limited_per_address(make_testapp):
     limited = make_testapp(RATE_LIMITS='on', OIDC_ALLOW_PRIVATE_ISSUERS='true')
     ip, (_, limit, period) = fresh_ip(), BackchannelLogout.rate_limits['POST'][0]

@@ -19,6 +19,7 @@ import sys
 
 import psycopg
 from psycopg.rows import dict_row
+import pytest
 
 from tests.support import ROOT
 from tests.support.database import new_database
@@ -51,6 +52,7 @@ def signed_up(base, database_url):
     assert answer.status == 200
 
 
+@pytest.mark.long(40)
 def test_a_stateful_run_with_every_check_finds_nothing(tmp_path):
     # A database and a gunicorn of its own: the run starts from the same state each
     # time, whatever the rest of the suite left in the shared one.
