@@ -311,6 +311,25 @@ def test_forwarded_allow_ips_takes_networks_and_star(
     assert (resp.headers['X-Request-Id'] == 'from-the-proxy') is trusted
 
 
+def test_one_app_decides_trust_for_each_peer_it_sees(make_testapp):
+    """RequestId keeps its decision per peer address: in one app, a proxy's id is taken
+    and an outsider's never, however their requests alternate."""
+    app = make_testapp(FORWARDED_ALLOW_IPS='10.0.0.0/8')
+    for peer, trusted in [
+        ('10.0.0.1', True),
+        ('11.0.0.1', False),
+        ('10.0.0.1', True),
+        ('11.0.0.1', False),
+        ('10.0.0.2', True),
+    ]:
+        resp = app.get(
+            '/healthz',
+            headers={'X-Request-Id': 'from-the-proxy'},
+            extra_environ={'REMOTE_ADDR': peer},
+        )
+        assert (resp.headers['X-Request-Id'] == 'from-the-proxy') is trusted, peer
+
+
 class Boom:
     access = {'GET': 'public'}
 
