@@ -10,6 +10,8 @@ PgBouncer, gunicorn, OpenID provider, temporary directories; every port is one t
 system gave as free. Nothing a test makes may have a fixed name or place.
 """
 
+import os
+
 import hypothesis
 import psycopg
 from psycopg.rows import dict_row
@@ -48,6 +50,18 @@ hypothesis.settings.register_profile(
     database=None,
     suppress_health_check=list(hypothesis.HealthCheck),
 )
+
+
+# Run in scripts/test's PgBouncer pass only, when both passes run (scripts/pytest-passes
+# sets FRONTDESK_TEST_PASS=direct in the other): the property tests. Their subject is
+# the answer to generated input, which issue 14 wants checked through PgBouncer (no
+# response >= 500 there); the statements they reach, prepared on a direct connection,
+# are every other test's in the direct pass. Run in both they were a sixth of the
+# suite's CPU. Left out of collection, not deselected: schemathesis builds their cases
+# as pytest collects them, 4 CPU-seconds in each worker. A run of one pass (arguments
+# to scripts/test, or TEST_DATABASE_URL set) runs them straight on PostgreSQL.
+if os.environ.get('FRONTDESK_TEST_PASS') == 'direct':
+    collect_ignore = ['test_properties.py']
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m pgbouncer selects by it
