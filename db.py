@@ -337,20 +337,6 @@ def _name(node):
     )
 
 
-def check_lookups(queries, root=ROOT):
-    """Refuse to boot when the code asks for a query sql/queries does not define (or for
-    one by a name built at run time, which nothing could check)."""
-    problems = [
-        f'{where}: no query {key!r} in sql/queries'
-        if key
-        else f'{where}: a query name that is not a literal'
-        for key, where in query_lookups(root)
-        if key not in queries
-    ]
-    if problems:
-        raise RuntimeError('named queries the code asks for:\n' + '\n'.join(problems))
-
-
 def migration_files(directory=MIGRATIONS_DIR):
     return sorted(directory.glob('[0-9][0-9][0-9][0-9]_*.sql'))
 

@@ -441,7 +441,7 @@ def use_link(conn, queries, purpose, digest):
 
 def _take_sql(queries, purpose):
     """The statement that uses a link of ``purpose`` up (names written out, so that
-    db.check_lookups sees them)."""
+    db.query_lookups and the tests see them)."""
     return {
         'confirmation': queries['confirmations.confirm'],
         'reset_password': queries['confirmations.take_reset_token'],

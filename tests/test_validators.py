@@ -3,6 +3,7 @@
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+import jsonschema
 import pytest
 import referencing
 
@@ -96,6 +97,16 @@ def test_no_reference_is_left_in_a_compiled_schema():
         return 0
 
     assert sum(refs(v._validator.schema) for v in COMPILED.values()) == 0
+
+
+@pytest.mark.parametrize('stem', sorted(SCHEMAS))
+def test_each_schema_is_a_valid_2020_12_schema(stem):
+    validators._Validator.check_schema(SCHEMAS[stem])
+
+
+def test_a_broken_schema_is_named():
+    with pytest.raises(jsonschema.exceptions.SchemaError, match="'strin'"):
+        validators._Validator.check_schema({'type': 'strin'})
 
 
 def test_a_reference_cycle_stops_the_boot():
