@@ -19,6 +19,7 @@ from tests.support.database import ADMIN_URL
 from tests.support.database import database_url_for
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
+from tests.support.users import unique_ip
 
 FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0'
 NEW_PASSWORD = 'a brand new secret 9'
@@ -95,7 +96,7 @@ def test_failed_sign_ins_of_unknown_and_unconfirmed_addresses(testapp, make_user
 def test_a_rate_limited_sign_in_is_recorded(make_testapp, make_user, conn):
     app = make_testapp(RATE_LIMITS='on')
     user = make_user()
-    ip = f'198.51.100.{uuid.uuid4().int % 200 + 20}'
+    ip = unique_ip()
     for _ in range(5):
         sign_in(app, user.email, 'wrong password', status=401, ip=ip)
     sign_in(app, user.email, PASSWORD, status=429, ip=ip)

@@ -9,11 +9,8 @@ import pytest
 from services import audit
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
+from tests.support.users import unique_ip
 from tests.test_audit import sign_in
-
-
-def fresh_ip():
-    return f'203.0.113.{uuid.uuid4().int % 250 + 1}'
 
 
 def rows_from(conn, ip):
@@ -34,7 +31,7 @@ def counted(conn, ip, reason):
 
 def test_forty_refused_sign_ins_are_one_row_and_a_count(make_testapp, make_user, conn):
     app = make_testapp(RATE_LIMITS='on')
-    user, ip = make_user(), fresh_ip()
+    user, ip = make_user(), unique_ip()
     conn.execute('DELETE FROM audit_events WHERE ip_address = %s', (ip,))
     for _ in range(5):
         sign_in(app, user.email, 'wrong password', status=401, ip=ip)
@@ -48,7 +45,7 @@ def test_forty_refused_sign_ins_are_one_row_and_a_count(make_testapp, make_user,
 def test_failed_sign_ins_for_unknown_addresses_are_one_row_per_ip_and_hour(
     testapp, conn
 ):
-    ip = fresh_ip()
+    ip = unique_ip()
     conn.execute('DELETE FROM audit_events WHERE ip_address = %s', (ip,))
     for _ in range(30):
         sign_in(testapp, unique_email('nobody'), 'a password', status=401, ip=ip)
@@ -65,7 +62,7 @@ def test_refused_sign_ins_are_bounded_per_address_not_per_spelling(testapp, conn
         uuid.uuid4().int % 0xFFFF + 1,
         uuid.uuid4().int % 0xFFFF,
     )
-    ip = fresh_ip()
+    ip = unique_ip()
     spellings = [f'{prefix}::{host:x}' for host in range(1, 6)] + [
         f'{prefix.upper()}:0:0:0:ffff',
         ip,
@@ -153,7 +150,7 @@ def test_an_accounts_feed_reads_its_own_events_not_the_whole_log(
     events, kept a year) for the account's few, with no rate limit: a database
     denial of service for the price of a sign-up."""
     agent = make_user(account_id=admin.account_id)
-    sign_in(testapp, agent.email, PASSWORD, ip=fresh_ip())
+    sign_in(testapp, agent.email, PASSWORD, ip=unique_ip())
     other = make_user()
     # A log as it grows: 100,000 events of 5,000 other users (``other`` one of them),
     # so the statistics the planner reads after ANALYZE look like a real one's. All on

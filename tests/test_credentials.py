@@ -16,7 +16,7 @@ from tests.smtp_server import deliver
 from tests.support.servers import http
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
-from tests.test_rate_limits import fresh_ip
+from tests.support.users import unique_ip
 
 ATTACKER_PASSWORD = 'quiet harbour lantern'
 OWNER_PASSWORD = 'violet meadow compass'
@@ -451,7 +451,7 @@ def test_an_expired_revert_token_is_a_422(testapp, conn, make_user):
 @pytest.mark.parametrize('path', REVERT_PATHS)
 def test_revert_links_are_rate_limited_like_reset_requests(make_testapp, path):
     limited = make_testapp(RATE_LIMITS='on')
-    headers = {'X-Real-IP': fresh_ip()}
+    headers = {'X-Real-IP': unique_ip()}
     for _ in range(5):
         limited.post_json(path, {'token': 'guess'}, headers=headers, status=422)
     answer = limited.post_json(path, {'token': 'guess'}, headers=headers, status=429)

@@ -8,7 +8,7 @@ quota.
 """
 
 from tests.support.users import unique_email
-from tests.test_rate_limits import fresh_ip
+from tests.support.users import unique_ip
 
 
 def pending_mails(conn, address):
@@ -21,14 +21,14 @@ def pending_mails(conn, address):
 
 def public_resend(testapp, email):
     answer = testapp.post_json(
-        '/resend_confirmation', {'email': email}, headers={'X-Real-IP': fresh_ip()}
+        '/resend_confirmation', {'email': email}, headers={'X-Real-IP': unique_ip()}
     )
     assert answer.json == {}
 
 
 def reset_request(testapp, email):
     return testapp.post_json(
-        '/auth/password', {'email': email}, headers={'X-Real-IP': fresh_ip()}
+        '/auth/password', {'email': email}, headers={'X-Real-IP': unique_ip()}
     ).json
 
 

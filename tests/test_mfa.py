@@ -20,9 +20,9 @@ import pytest
 import config as config_module
 from services import mfa
 from tests import contract
+from tests.support.users import unique_ip
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import resend
-from tests.test_rate_limits import fresh_ip
 from tests.test_rate_limits import start_clear_of_a_window_boundary
 
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
@@ -905,7 +905,7 @@ def limited(make_testapp):
 
 
 def test_the_second_step_allows_ten_per_ip_a_minute(limited, make_user):
-    ip = fresh_ip()
+    ip = unique_ip()
     for _ in range(10):
         limited.post_json(
             '/auth/sign_in',
@@ -940,12 +940,12 @@ def test_the_second_step_allows_ten_per_mfa_token_a_minute(testapp, limited, mak
             mfa_token,
             status=400 if attempt < mfa.MAX_WRONG_CODES else 401,
             otp_code=wrong_code(app),
-            headers={'X-Real-IP': fresh_ip()},
+            headers={'X-Real-IP': unique_ip()},
         )
     limited.post_json(
         '/auth/sign_in',
         {'mfa_token': mfa_token, 'otp_code': app.code(0)},
-        headers={'X-Real-IP': fresh_ip()},
+        headers={'X-Real-IP': unique_ip()},
         status=429,
     )
 
@@ -1082,7 +1082,7 @@ def test_a_challenge_answered_with_an_unknown_token_is_a_failed_sign_in(testapp,
         'no such token',
         status=401,
         otp_code='123456',
-        headers={'X-Real-IP': fresh_ip()},
+        headers={'X-Real-IP': unique_ip()},
     )
     after = conn.execute(
         "SELECT count(*) AS n FROM audit_events WHERE event = 'sign_in_failed'"

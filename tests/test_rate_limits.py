@@ -7,16 +7,9 @@ import time
 import pytest
 
 from tests.support.users import unique_email
+from tests.support.users import unique_ip
 
 RETRY_LATER = {'message': 'Retry later'}
-
-
-def fresh_ip():
-    return '10.%d.%d.%d' % (
-        random.randrange(256),
-        random.randrange(256),
-        random.randrange(1, 255),
-    )
 
 
 def start_clear_of_a_window_boundary(period, margin=5):
@@ -45,18 +38,18 @@ def sign_in(app, email, ip, status, extra=None):
 
 
 def test_sign_in_allows_five_per_ip_then_429_with_retry_after(limited, make_user):
-    ip, user = fresh_ip(), make_user()
+    ip, user = unique_ip(), make_user()
     for _ in range(5):
         sign_in(limited, user.email, ip, 401)
     resp = sign_in(limited, user.email, ip, 429)
     assert resp.json == RETRY_LATER
     assert 1 <= int(resp.headers['Retry-After']) <= 300
     # Another address is not affected.
-    sign_in(limited, user.email, fresh_ip(), 401)
+    sign_in(limited, user.email, unique_ip(), 401)
 
 
 def test_x_forwarded_for_never_resets_the_limit(limited, make_user):
-    ip, user = fresh_ip(), make_user()
+    ip, user = unique_ip(), make_user()
     for index in range(5):
         sign_in(limited, user.email, ip, 401, {'X-Forwarded-For': f'192.0.2.{index}'})
     sign_in(limited, user.email, ip, 429, {'X-Forwarded-For': '192.0.2.200'})
@@ -64,19 +57,19 @@ def test_x_forwarded_for_never_resets_the_limit(limited, make_user):
 
 def test_x_real_ip_from_an_untrusted_peer_is_not_believed(limited, make_user):
     user = make_user()
-    peer = {'REMOTE_ADDR': fresh_ip()}
+    peer = {'REMOTE_ADDR': unique_ip()}
     for _ in range(5):
         limited.post_json(
             '/auth/sign_in',
             {'email': user.email, 'password': 'x'},
-            headers={'X-Real-IP': fresh_ip()},
+            headers={'X-Real-IP': unique_ip()},
             extra_environ=peer,
             status=401,
         )
     limited.post_json(
         '/auth/sign_in',
         {'email': user.email, 'password': 'x'},
-        headers={'X-Real-IP': fresh_ip()},
+        headers={'X-Real-IP': unique_ip()},
         extra_environ=peer,
         status=429,
     )
@@ -85,21 +78,21 @@ def test_x_real_ip_from_an_untrusted_peer_is_not_believed(limited, make_user):
 def test_sign_in_allows_ten_per_email_across_addresses(limited, make_user):
     user = make_user()
     for _ in range(10):
-        sign_in(limited, f'  {user.email.upper()} ', fresh_ip(), 401)
-    sign_in(limited, user.email, fresh_ip(), 429)
+        sign_in(limited, f'  {user.email.upper()} ', unique_ip(), 401)
+    sign_in(limited, user.email, unique_ip(), 429)
     # The right password does not get past the limit either, and another address's
     # e-mail is free.
     limited.post_json(
         '/auth/sign_in',
         {'email': user.email, 'password': user.password},
-        headers={'X-Real-IP': fresh_ip()},
+        headers={'X-Real-IP': unique_ip()},
         status=429,
     )
-    sign_in(limited, make_user().email, fresh_ip(), 401)
+    sign_in(limited, make_user().email, unique_ip(), 401)
 
 
 def test_sign_up_allows_five_per_ip(limited, conn):
-    ip = fresh_ip()
+    ip = unique_ip()
     emails = [unique_email('limited') for _ in range(6)]
     for email in emails[:5]:
         limited.post_json(
@@ -142,7 +135,7 @@ def test_expired_counters_are_cleaned_up_by_later_hits(limited, make_user, conn)
         'INSERT INTO rate_limit_counters (bucket, window_start, hits, expires_at)'
         " VALUES ('old', now() - interval '2 hours', 3, now() - interval '1 hour')"
     )
-    sign_in(limited, make_user().email, fresh_ip(), 401)
+    sign_in(limited, make_user().email, unique_ip(), 401)
     assert (
         conn.execute(
             "SELECT count(*) AS n FROM rate_limit_counters WHERE bucket = 'old'"
@@ -152,7 +145,7 @@ def test_expired_counters_are_cleaned_up_by_later_hits(limited, make_user, conn)
 
 
 def test_limits_are_off_when_configured(testapp, make_user):
-    ip, user = fresh_ip(), make_user()
+    ip, user = unique_ip(), make_user()
     for _ in range(6):
         sign_in(testapp, user.email, ip, 401)
     # Beyond the 5 per IP; the user's own guessing budget (10) still holds
@@ -160,7 +153,7 @@ def test_limits_are_off_when_configured(testapp, make_user):
 
 
 def test_password_reset_requests_allow_five_per_ip(limited, make_user, conn):
-    ip, user = fresh_ip(), make_user()
+    ip, user = unique_ip(), make_user()
     for _ in range(5):
         limited.post_json(
             '/auth/password',
@@ -186,7 +179,7 @@ def test_password_reset_requests_allow_five_per_ip(limited, make_user, conn):
 
 
 def test_resend_confirmation_allows_five_per_ip(limited, make_user):
-    ip, user = fresh_ip(), make_user(confirmed=False)
+    ip, user = unique_ip(), make_user(confirmed=False)
     for _ in range(5):
         limited.post(
             '/api/v1/profile/resend_confirmation',
@@ -233,7 +226,7 @@ def test_spellings_of_one_address_share_a_bucket(limited, make_user):
 
 
 def test_an_ipv4_mapped_address_is_its_ipv4_address(limited, make_user):
-    ip, user = fresh_ip(), make_user()
+    ip, user = unique_ip(), make_user()
     for spelling in (ip, f'::ffff:{ip}', f'::FFFF:{ip}', ip, f'0:0:0:0:0:ffff:{ip}'):
         sign_in(limited, user.email, spelling, 401)
     sign_in(limited, user.email, ip, 429)
@@ -250,13 +243,13 @@ def test_avatar_uploads_allow_ten_per_user_per_hour(limited, make_user):
         limited.put(
             '/api/v1/profile',
             upload_files=[('profile[avatar]', 'a.png', image)],
-            headers={**user.headers, 'X-Real-IP': fresh_ip()},
+            headers={**user.headers, 'X-Real-IP': unique_ip()},
             status=200,
         )
     answer = limited.patch(
         '/api/v1/profile',
         upload_files=[('profile[avatar]', 'a.png', image)],
-        headers={**user.headers, 'X-Real-IP': fresh_ip()},
+        headers={**user.headers, 'X-Real-IP': unique_ip()},
         status=429,
     )
     assert answer.json == RETRY_LATER and int(answer.headers['Retry-After']) <= 3600

@@ -14,7 +14,7 @@ import app as app_module
 from tests.support.sso import SETTINGS_ROUTE
 from tests.support.users import PASSWORD
 from tests.support.users import unique_email
-from tests.test_rate_limits import fresh_ip
+from tests.support.users import unique_ip
 from tests.test_signup import FakeVerifier
 import tokens
 
@@ -331,7 +331,7 @@ def test_public_resend_checks_the_captcha_when_configured(
 
 def test_public_resend_allows_five_per_ip(make_testapp, make_user):
     limited = make_testapp(RATE_LIMITS='on')
-    ip, user = fresh_ip(), make_user(confirmed=False)
+    ip, user = unique_ip(), make_user(confirmed=False)
     for _ in range(5):
         limited.post_json(
             '/resend_confirmation',

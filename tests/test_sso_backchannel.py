@@ -22,7 +22,7 @@ from services import sso_logout
 from tests.support.fake_idp import fake_idp
 from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
-from tests.test_rate_limits import fresh_ip
+from tests.support.users import unique_ip
 from tests.test_rate_limits import start_clear_of_a_window_boundary
 
 INVALID = {'error': 'invalid_request'}
@@ -410,7 +410,7 @@ def test_a_provider_whose_keys_are_an_error_page_is_a_400(
 
 def test_refusals_of_anyone_write_one_audit_row_an_hour(app, conn):
     """Anyone may post: the log grows by one row per address, hour and reason."""
-    ip = f'198.51.100.{uuid.uuid4().int % 250 + 1}'
+    ip = unique_ip()
     before = conn.execute(
         "SELECT count(*) AS n FROM audit_events WHERE event = 'sso_backchannel_"
         "logout_refused' AND ip_address = %s",
@@ -448,7 +448,7 @@ def test_a_provider_posts_without_origin_and_a_cross_site_form_changes_nothing(
 @pytest.mark.long(15)
 def test_posts_are_limited_per_address(make_testapp):
     limited = make_testapp(RATE_LIMITS='on', OIDC_ALLOW_PRIVATE_ISSUERS='true')
-    ip, (_, limit, period) = fresh_ip(), BackchannelLogout.rate_limits['POST'][0]
+    ip, (_, limit, period) = unique_ip(), BackchannelLogout.rate_limits['POST'][0]
     with_ip = {'X-Real-IP': ip}
     # The limit+1 posts must fall in one fixed window: on a loaded machine they take
     # seconds, so start at least half a window before its end.
@@ -457,5 +457,5 @@ def test_posts_are_limited_per_address(make_testapp):
         limited.post(ROUTE, {'logout_token': 'x'}, headers=with_ip, status=400)
     limited.post(ROUTE, {'logout_token': 'x'}, headers=with_ip, status=429)
     limited.post(
-        ROUTE, {'logout_token': 'x'}, headers={'X-Real-IP': fresh_ip()}, status=400
+        ROUTE, {'logout_token': 'x'}, headers={'X-Real-IP': unique_ip()}, status=400
     )

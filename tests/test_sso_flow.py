@@ -14,7 +14,6 @@ import http.client
 import threading
 import time
 import urllib.parse
-import uuid
 
 import pytest
 import webtest
@@ -35,6 +34,7 @@ from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
 from tests.support.sso_browser import SsoBrowser
 from tests.support.users import PASSWORD
+from tests.support.users import unique_ip
 from tests.support.users import User
 from tests.test_confirmations import confirm
 from tests.test_confirmations import queued_token
@@ -170,9 +170,7 @@ def callback(app, params, cookie=None, **headers):
     its own unless ``headers`` name one: failures are audited once per address, hour
     and reason."""
     app.cookiejar.clear()
-    headers.setdefault(
-        'X-Real-IP', f'198.18.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250 + 1}'
-    )
+    headers.setdefault('X-Real-IP', unique_ip())
     if cookie is not None:
         headers['Cookie'] = f'{sso.COOKIE}={cookie}'
     answer = app.get('/omniauth/oidc/callback', params, headers=headers, status=302)

@@ -7,6 +7,7 @@ Each test names the rule it holds; docs/security.md lists them.
 
 import uuid
 
+from tests.support.users import unique_ip
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import reset
 from tests.test_mfa import enable
@@ -26,10 +27,6 @@ from tests.test_sso_flow import start
 from tests.test_sso_flow import token_of
 
 SETTINGS = '/api/v1/accounts/{}/sso_settings'
-
-
-def an_ip():
-    return f'198.51.100.{uuid.uuid4().int % 250 + 1}'
 
 
 def audit_rows(conn, event, ip):
@@ -218,7 +215,7 @@ def test_replacing_the_settings_voids_flows_and_tokens_issued_under_the_old_ones
 
 def test_made_up_callbacks_write_one_audit_row_an_hour(app, conn):  # noqa: F811
     """SPEC 14: unauthenticated traffic cannot grow the audit log without bound."""
-    ip = an_ip()
+    ip = unique_ip()
     for _ in range(5):
         location = callback(
             app,
@@ -239,7 +236,7 @@ def test_made_up_sso_tokens_for_a_known_address_write_one_audit_row_an_hour(
 ):
     """No guessing budget bounds sso_auth_tokens (256 bits need none), so their
     refusals are counted as an unknown address's are."""
-    ip = an_ip()
+    ip = unique_ip()
     for _ in range(5):
         app.post_json(
             '/auth/sign_in',

@@ -1,6 +1,7 @@
 """Users the tests make: unique addresses, the password, the sign-in headers."""
 
 import dataclasses
+import itertools
 import uuid
 
 PASSWORD = 'correct horse 1'
@@ -9,6 +10,18 @@ TEST_SECRET_KEY = 'ZnJvbnRkZXNrIHRlc3RzIGtleSBvZiAzMiBieXRlcyE='
 
 def unique_email(prefix='user'):
     return f'{prefix}-{uuid.uuid4().hex[:10]}@example.com'
+
+
+_addresses = itertools.count(1)
+
+
+def unique_ip():
+    """A client address (X-Real-IP) that no other test of this process sends: the audit
+    log and the rate limits count per address, and a worker's tests share its database.
+    Counted, not drawn at random: two tests that drew the same of 250 addresses saw each
+    other's audit rows. From 100.64.0.0/10, which no test names itself."""
+    n = next(_addresses)
+    return f'100.{64 + (n >> 16 & 63)}.{n >> 8 & 255}.{n & 255}'
 
 
 @dataclasses.dataclass
