@@ -11,6 +11,7 @@ the suite's real OpenID Connect provider (tests/sso_login_url.py runs the instan
 side of the flow).
 """
 
+import fcntl
 import os
 import re
 import shlex
@@ -97,9 +98,39 @@ def run_harness(database_url, instance_env, log_path, harness_env=None):
         return harness_passes(base, database_url, harness_env)
 
 
+def install_harness_packages():
+    """Install the harness's pinned npm packages as run.sh does on its first use (same
+    test, same command), one process at a time.
+
+    The long tests are handed out first, so this module's three start together in
+    three xdist workers; on a fresh checkout their run.sh each ran ``npm ci`` into the
+    one node_modules, and each broke the others (ENOENT on mkdir, MODULE_NOT_FOUND).
+    The lock is on package-lock.json, opened for reading: nothing is written beside
+    the harness but what run.sh itself writes. A read-only checkout is left to run.sh,
+    which then installs into a private copy on every run."""
+    harness = HARNESS.parent
+    if not os.access(harness, os.W_OK):
+        return
+    lock_file = harness / 'package-lock.json'
+    modules = harness / 'node_modules'
+    with open(lock_file, 'rb') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if modules.is_dir() and modules.stat().st_mtime >= lock_file.stat().st_mtime:
+            return
+        subprocess.run(
+            ['npm', 'ci', '--no-audit', '--no-fund', '--loglevel=error'],
+            cwd=harness,
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+        modules.touch()
+
+
 def harness_passes(base, database_url, harness_env=None):
     """Run the harness against the instance at ``base``; return its output lines and
     check count once every check passed and none was skipped."""
+    install_harness_packages()
     run = subprocess.run(
         ['bash', str(HARNESS), base, as_url(database_url)],
         capture_output=True,
