@@ -117,12 +117,15 @@ def install_harness_packages():
         fcntl.flock(lock, fcntl.LOCK_EX)
         if modules.is_dir() and modules.stat().st_mtime >= lock_file.stat().st_mtime:
             return
-        subprocess.run(
+        install = subprocess.run(
             ['npm', 'ci', '--no-audit', '--no-fund', '--loglevel=error'],
             cwd=harness,
-            check=True,
             capture_output=True,
+            text=True,
             timeout=600,
+        )
+        assert install.returncode == 0, (
+            f'npm ci in {harness}:\n{install.stderr[-3000:]}'
         )
         modules.touch()
 
