@@ -7,7 +7,8 @@ SERVICE_IMPORTS_REFUSED. Imports are read from the source (db.source_files: not
 tests/, bench/ or scripts/), those inside functions included. What middleware and
 apidoc read off a resource is a RESOURCE_DECLARATIONS name, so a callback from
 middleware into resources, which no import shows, is declared too. Query names are read
-the same way (db.query_lookups), and create_app() checks them too.
+the same way (db.query_lookups); this module is their only check (the app does not
+check them at boot).
 """
 
 import ast
