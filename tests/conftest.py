@@ -32,6 +32,7 @@ from tests.support.database import new_database
 from tests.support.database import pooler_env
 from tests.support.database import VIA_PGBOUNCER
 from tests.support.oidc_provider import run_oidc_provider
+from tests.support.rate_windows import start_clear_of_a_window_boundary
 from tests.support.servers import free_port
 from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
@@ -216,6 +217,8 @@ def make_testapp(base_env, pool):
     """A TestApp whose config has ``overrides`` (e.g. ENABLE_ACCOUNT_SIGNUP='false')."""
 
     def make(**overrides):
+        if overrides.get('RATE_LIMITS') == 'on':
+            start_clear_of_a_window_boundary()
         return webtest.TestApp(
             app_module.create_app(config_module.load({**base_env, **overrides}), pool)
         )

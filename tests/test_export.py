@@ -16,13 +16,13 @@ import pytest
 
 from services import export
 from tests.smtp_server import deliver
+from tests.support.rate_windows import start_clear_of_a_window_boundary
 from tests.support.users import unique_email
 from tests.test_access_tokens import bearer
 from tests.test_access_tokens import join
 from tests.test_access_tokens import new_token
 from tests.test_mail import enqueue
 from tests.test_mfa import enable
-from tests.test_rate_limits import start_clear_of_a_window_boundary
 from tests.test_security_mail import assert_facts
 from tests.test_security_mail import client
 from tests.test_suspension import reactivate

@@ -20,10 +20,10 @@ import pytest
 import config as config_module
 from services import mfa
 from tests import contract
+from tests.support.rate_windows import start_clear_of_a_window_boundary
 from tests.support.users import unique_ip
 from tests.test_confirmations import queued_token
 from tests.test_confirmations import resend
-from tests.test_rate_limits import start_clear_of_a_window_boundary
 
 NEEDS_SESSION = {'error': 'This action needs a signed-in session'}
 UNAVAILABLE = {'error': 'MFA feature is not available. Please configure SECRET_KEY.'}
@@ -899,8 +899,6 @@ def test_sign_in_without_mfa_is_unchanged(testapp, make_user):
 
 @pytest.fixture
 def limited(make_testapp):
-    # The MFA windows are one minute long.
-    start_clear_of_a_window_boundary(60, margin=8)
     return make_testapp(RATE_LIMITS='on')
 
 

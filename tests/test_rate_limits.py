@@ -2,7 +2,6 @@
 e-mail."""
 
 import random
-import time
 
 import pytest
 
@@ -12,18 +11,8 @@ from tests.support.users import unique_ip
 RETRY_LATER = {'message': 'Retry later'}
 
 
-def start_clear_of_a_window_boundary(period, margin=5):
-    """Wait out a window boundary less than ``margin`` s away, so a test's requests all
-    fall in one window (windows start on multiples of their period)."""
-    to_boundary = period - time.time() % period
-    if to_boundary < margin:
-        time.sleep(to_boundary + 0.1)
-
-
 @pytest.fixture
 def limited(make_testapp):
-    # Every window (5, 15, 30 minutes) starts on a multiple of 5 minutes.
-    start_clear_of_a_window_boundary(300)
     return make_testapp(RATE_LIMITS='on')
 
 

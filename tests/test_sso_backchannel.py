@@ -20,10 +20,10 @@ from resources.backchannel import BackchannelLogout
 from services import sessions
 from services import sso_logout
 from tests.support.fake_idp import fake_idp
+from tests.support.rate_windows import start_clear_of_a_window_boundary
 from tests.support.sso import insert_provider
 from tests.support.sso import unique_domain
 from tests.support.users import unique_ip
-from tests.test_rate_limits import start_clear_of_a_window_boundary
 
 INVALID = {'error': 'invalid_request'}
 ROUTE = '/auth/oidc/backchannel_logout'

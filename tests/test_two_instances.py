@@ -18,6 +18,7 @@ from tests.nginx_server import run_nginx
 from tests.nginx_server import shared_workdir
 from tests.smtp_server import deliver_mail_command
 from tests.smtp_server import smtp_server
+from tests.support.rate_windows import start_clear_of_a_window_boundary
 from tests.support.servers import http
 from tests.support.servers import run_gunicorn
 from tests.support.users import PASSWORD
@@ -100,10 +101,8 @@ def test_a_token_issued_by_one_instance_works_on_the_other_and_through_nginx(
 
 def test_the_sign_in_limit_counts_requests_to_both_instances(instances, make_user):
     user = make_user()
-    # Fixed windows of 5 minutes: start in a fresh one rather than straddle a boundary.
-    left = 300 - time.time() % 300
-    if left < 10:
-        time.sleep(left + 0.5)
+    # Through gunicorn, not make_testapp: start clear of a window boundary here.
+    start_clear_of_a_window_boundary(margin=10)
     statuses, servers = [], []
     for _ in range(6):
         status, headers, payload = sign_in(
